@@ -1,0 +1,89 @@
+"""Command line: `npu-studio [gui|devices|classify|chat|...]`.
+
+Errors end as one readable line and a non-zero exit; `--debug` shows the traceback too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from app import __version__
+from app.commands import COMMAND_MODULES, load
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USER_ERROR = 2
+EXIT_CANCELLED = 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="npu-studio",
+        description="See which NPU, GPU and CPU devices ONNX Runtime really uses; classify images and "
+        "chat with a local model, offline.",
+    )
+    parser.add_argument("--version", action="version", version=f"npu-studio {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
+    parser.add_argument("--self-test", action="store_true", help="run the app's self-test and exit")
+    parser.add_argument("--screenshots", metavar="DIR", help="with --self-test: save a screenshot per view")
+    parser.add_argument("--report", metavar="FILE", help="with --self-test: where to write the JSON report")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    gui = sub.add_parser("gui", help="open the desktop app (the default)")
+    gui.set_defaults(func=_run_gui)
+    for name in COMMAND_MODULES:
+        module = load(name)
+        if module is not None:
+            module.register(sub)  # type: ignore[attr-defined]
+    return parser
+
+
+def _run_gui(args: argparse.Namespace) -> int:
+    from app.gui import run_gui
+
+    return run_gui(self_test=bool(args.self_test), screenshots=args.screenshots, report=args.report)
+
+
+def print_json(data: Any) -> None:
+    json.dump(data, sys.stdout, indent=2, ensure_ascii=False, default=str)
+    sys.stdout.write("\n")
+
+
+def run(argv: Sequence[str]) -> int:
+    parser = build_parser()
+    args = parser.parse_args(list(argv))
+    from app.logs import setup_logging
+
+    setup_logging(debug=args.debug, console=args.command is not None)
+    func = getattr(args, "func", None)
+    if func is None:
+        func = _run_gui
+    from engines.errors import CancelledError, StudioError
+
+    try:
+        return int(func(args))
+    except CancelledError as exc:
+        print(f"npu-studio: {exc.user_text()}", file=sys.stderr)
+        return EXIT_CANCELLED
+    except KeyboardInterrupt:
+        print("npu-studio: interrupted.", file=sys.stderr)
+        return EXIT_CANCELLED
+    except StudioError as exc:
+        logging.getLogger(__name__).debug("command failed", exc_info=True)
+        if args.debug:
+            raise
+        print(f"npu-studio: error: {exc.user_text()}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except Exception as exc:
+        logging.getLogger(__name__).exception("unexpected failure")
+        if args.debug:
+            raise
+        print(
+            f"npu-studio: unexpected error: {type(exc).__name__}: {exc} (run with --debug for details)",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED

@@ -1,0 +1,30 @@
+"""One module per CLI subcommand; each exposes `register(subparsers)` and sets `func` on its parser.
+
+A command's `func(args)` returns the process exit code. It raises `StudioError` for anything the
+user should read; `app.cli` turns that into one clear line and a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+# Modules listed here are imported lazily by app.cli; a module that is not present yet is skipped.
+COMMAND_MODULES = (
+    "devices",
+    "classify",
+    "chat",
+    "bench",
+    "quantize",
+    "doctor",
+    "cache",
+    "models",
+)
+
+
+def load(name: str) -> object | None:
+    try:
+        return importlib.import_module(f"app.commands.{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name == f"app.commands.{name}":
+            return None
+        raise

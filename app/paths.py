@@ -1,0 +1,81 @@
+"""Where things live: bundled read-only assets, and the user's config, data, cache and log folders.
+
+`NPU_STUDIO_HOME` moves every user folder under one directory (tests, portable demos).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import platformdirs
+
+APP_NAME = "NPU Studio"
+APP_AUTHOR = "NPU Studio"
+
+
+def assets_dir() -> Path:
+    """Bundled assets: next to the frozen executable, or the source checkout's `assets/`."""
+    override = os.environ.get("NPU_STUDIO_ASSETS")
+    if override:
+        return Path(override)
+    frozen_root = getattr(sys, "_MEIPASS", None)
+    if frozen_root:
+        return Path(frozen_root) / "assets"
+    return Path(__file__).resolve().parent.parent / "assets"
+
+
+def bundled_models_dir() -> Path:
+    """Read-only demo models built by `assets/recipes/build_demo_models.py` (or shipped by the MSI)."""
+    override = os.environ.get("NPU_STUDIO_BUNDLED_MODELS")
+    return Path(override) if override else assets_dir() / "models"
+
+
+def _home() -> Path | None:
+    home = os.environ.get("NPU_STUDIO_HOME")
+    return Path(home) if home else None
+
+
+def _user_dir(kind: str) -> Path:
+    home = _home()
+    if home is not None:
+        path = home / kind
+    else:
+        getter = {
+            "config": platformdirs.user_config_dir,
+            "data": platformdirs.user_data_dir,
+            "cache": platformdirs.user_cache_dir,
+            "logs": platformdirs.user_log_dir,
+        }[kind]
+        path = Path(getter(APP_NAME, APP_AUTHOR))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def config_dir() -> Path:
+    return _user_dir("config")
+
+
+def data_dir() -> Path:
+    return _user_dir("data")
+
+
+def cache_dir() -> Path:
+    return _user_dir("cache")
+
+
+def log_dir() -> Path:
+    return _user_dir("logs")
+
+
+def user_models_dir() -> Path:
+    path = data_dir() / "models"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def compiled_cache_dir() -> Path:
+    path = cache_dir() / "compiled"
+    path.mkdir(parents=True, exist_ok=True)
+    return path

@@ -1,0 +1,1 @@
+"""NPU Studio engines: everything that touches ONNX Runtime, free of Qt."""

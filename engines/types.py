@@ -1,0 +1,247 @@
+"""Plain data that crosses boundaries (engines -> app -> ui). No onnxruntime import here, on purpose:
+the UI imports these types without pulling a runtime in."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class DeviceType(StrEnum):
+    NPU = "NPU"
+    GPU = "GPU"
+    CPU = "CPU"
+
+
+class Policy(StrEnum):
+    """How to choose a device. The value is what the user types (`--device npu`)."""
+
+    AUTO = "auto"
+    PREFER_NPU = "npu"
+    PREFER_GPU = "gpu"
+    CPU_ONLY = "cpu"
+    MAX_EFFICIENCY = "efficiency"
+    MAX_PERFORMANCE = "performance"
+
+    @property
+    def label(self) -> str:
+        return _POLICY_LABELS[self]
+
+    @property
+    def wanted_type(self) -> DeviceType | None:
+        return {
+            Policy.PREFER_NPU: DeviceType.NPU,
+            Policy.PREFER_GPU: DeviceType.GPU,
+            Policy.CPU_ONLY: DeviceType.CPU,
+        }.get(self)
+
+
+_POLICY_LABELS = {
+    Policy.AUTO: "Automatic",
+    Policy.PREFER_NPU: "NPU",
+    Policy.PREFER_GPU: "GPU",
+    Policy.CPU_ONLY: "CPU only",
+    Policy.MAX_EFFICIENCY: "Best efficiency",
+    Policy.MAX_PERFORMANCE: "Best performance",
+}
+
+# Short names users type, mapped to the execution provider they mean.
+EP_ALIASES: Mapping[str, str] = {
+    "qnn": "QNNExecutionProvider",
+    "dml": "DmlExecutionProvider",
+    "directml": "DmlExecutionProvider",
+    "cuda": "CUDAExecutionProvider",
+    "webgpu": "WebGpuExecutionProvider",
+    "openvino": "OpenVINOExecutionProvider",
+    "cpu-ep": "CPUExecutionProvider",
+}
+
+# The device type each well-known EP drives.
+EP_DEVICE_TYPE: Mapping[str, DeviceType] = {
+    "QNNExecutionProvider": DeviceType.NPU,
+    "VitisAIExecutionProvider": DeviceType.NPU,
+    "OpenVINOExecutionProvider": DeviceType.NPU,
+    "DmlExecutionProvider": DeviceType.GPU,
+    "CUDAExecutionProvider": DeviceType.GPU,
+    "WebGpuExecutionProvider": DeviceType.GPU,
+    "NvTensorRTRTXExecutionProvider": DeviceType.GPU,
+    "CPUExecutionProvider": DeviceType.CPU,
+}
+
+CPU_EP = "CPUExecutionProvider"
+
+
+def short_ep_name(ep: str) -> str:
+    """`QNNExecutionProvider` -> `QNN`."""
+    return ep.removesuffix("ExecutionProvider") or ep
+
+
+@dataclass(frozen=True)
+class DeviceChoice:
+    """What the user asked for: a policy, or one explicit EP with options; strict or not.
+
+    strict: the requested device must take the whole graph; anything else is an error.
+    Not strict: a fallback (partly or wholly to the CPU) is allowed but reported.
+    """
+
+    policy: Policy = Policy.AUTO
+    ep: str | None = None
+    ep_options: tuple[tuple[str, str], ...] = ()
+    strict: bool = False
+
+    @classmethod
+    def parse(
+        cls, text: str, strict: bool = False, ep_options: Mapping[str, str] | None = None
+    ) -> DeviceChoice:
+        """`auto|npu|gpu|cpu|efficiency|performance`, a short EP alias (`qnn`, `dml`) or a full EP name."""
+        from engines.errors import DeviceUnavailableError
+
+        key = text.strip()
+        options = tuple(sorted((ep_options or {}).items()))
+        try:
+            return cls(policy=Policy(key.lower()), strict=strict, ep_options=options)
+        except ValueError:
+            pass
+        ep = EP_ALIASES.get(key.lower(), key)
+        if not ep.endswith("ExecutionProvider"):
+            choices = ", ".join(p.value for p in Policy)
+            raise DeviceUnavailableError(
+                f"Unknown device '{text}'.",
+                f"Use one of {choices}, a short EP name (qnn, dml) or a full EP name such as "
+                "QNNExecutionProvider.",
+            )
+        return cls(policy=Policy.AUTO, ep=ep, ep_options=options, strict=strict)
+
+    @property
+    def wanted_type(self) -> DeviceType | None:
+        if self.ep is not None:
+            return EP_DEVICE_TYPE.get(self.ep)
+        return self.policy.wanted_type
+
+    @property
+    def options(self) -> dict[str, str]:
+        return dict(self.ep_options)
+
+    def describe(self) -> str:
+        what = short_ep_name(self.ep) if self.ep else self.policy.label
+        return f"{what} (strict)" if self.strict else what
+
+
+@dataclass(frozen=True)
+class Device:
+    """One device as ONNX Runtime sees it, through one execution provider."""
+
+    ep: str
+    type: DeviceType
+    vendor: str
+    usable: bool
+    reason: str = ""  # why not usable, in plain words ("" when usable)
+    vendor_id: int = 0
+    device_id: int = 0
+    ep_vendor: str = ""
+    ep_version: str = ""
+    driver_version: str = ""
+    description: str = ""
+    metadata: tuple[tuple[str, str], ...] = ()
+    plugin_library: str = ""  # path of a plugin EP library, when the EP came from one
+
+    @property
+    def short_ep(self) -> str:
+        return short_ep_name(self.ep)
+
+    def title(self) -> str:
+        name = self.description or f"{self.vendor} {self.type.value}".strip()
+        return f"{name} ({self.short_ep})"
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a session really runs, verified after creation."""
+
+    requested: str  # DeviceChoice.describe()
+    requested_eps: tuple[str, ...]  # EPs asked for, in precedence order
+    active_eps: tuple[str, ...]  # session.get_providers()
+    nodes_per_ep: tuple[tuple[str, int], ...] = ()  # from the graph assignment info
+    fell_back: bool = False
+    reason: str = ""  # plain words when it degraded
+    wanted_type: DeviceType | None = None
+    policy: str = ""
+
+    @property
+    def total_nodes(self) -> int:
+        return sum(n for _, n in self.nodes_per_ep)
+
+    @property
+    def primary_ep(self) -> str:
+        """The EP running the most nodes (or the first active one)."""
+        if self.nodes_per_ep:
+            return max(self.nodes_per_ep, key=lambda item: item[1])[0]
+        return self.active_eps[0] if self.active_eps else ""
+
+    def badge(self) -> str:
+        """Short plain-language summary for a badge: "CPU — all 120 nodes" or the fallback."""
+        if self.fell_back:
+            return f"Fell back: {self.reason}" if self.reason else "Fell back to another device"
+        ep = short_ep_name(self.primary_ep)
+        if len(self.nodes_per_ep) > 1:
+            parts = ", ".join(f"{short_ep_name(e)} {n}" for e, n in self.nodes_per_ep)
+            return f"Split — {parts} nodes"
+        if self.total_nodes:
+            return f"{ep} — all {self.total_nodes} nodes"
+        return ep
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "requested": self.requested,
+            "requested_eps": list(self.requested_eps),
+            "active_eps": list(self.active_eps),
+            "nodes_per_ep": dict(self.nodes_per_ep),
+            "fell_back": self.fell_back,
+            "reason": self.reason,
+            "summary": self.badge(),
+        }
+
+
+@dataclass(frozen=True)
+class ClassScore:
+    index: int
+    label: str
+    probability: float
+
+
+@dataclass(frozen=True)
+class Classification:
+    path: str
+    top: tuple[ClassScore, ...]
+    latency_ms: float  # inference only
+    preprocess_ms: float
+    placement: Placement | None = None
+    error: str = ""  # set when this image failed (batch runs go on)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "path": self.path,
+            "top": [{"index": s.index, "label": s.label, "probability": s.probability} for s in self.top],
+            "latency_ms": self.latency_ms,
+            "preprocess_ms": self.preprocess_ms,
+            "error": self.error,
+        }
+
+
+class CancelToken:
+    """Cooperative, thread-safe cancel flag checked between steps (tokens, images)."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def cancel(self) -> None:
+        self._event.set()
+
+    def reset(self) -> None:
+        self._event.clear()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
