@@ -1,0 +1,179 @@
+"""Model folder manifests: what a model folder contains and how to check it is intact.
+
+Every model folder (bundled demo models and user models) carries a ``manifest.json`` describing the
+model and listing each file with its size and SHA-256. The schema is documented in
+``assets/recipes/README.md``. This module is pure Python (no ONNX Runtime, no Qt) so the recipe,
+the engines and the UI can all use it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from engines.errors import ModelError
+
+MANIFEST_NAME = "manifest.json"
+SCHEMA_VERSION = 1
+_CHUNK = 1 << 20
+_HINT_REBUILD = (
+    "Rebuild the bundled models with `python assets/recipes/build_demo_models.py --force`, "
+    "or re-import the model folder."
+)
+
+
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    """Hex SHA-256 of a file's bytes, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def resolve_inside(root: str | os.PathLike[str], rel: str) -> Path:
+    """Return ``root / rel`` if ``rel`` is a relative path that stays inside ``root``.
+
+    Raises ``ModelError`` for empty, absolute (POSIX or Windows style) or escaping paths, including
+    paths that leave the folder through a symbolic link.
+    """
+    if not isinstance(rel, str) or not rel.strip():
+        raise ModelError(f"Manifest file path {rel!r} is empty or not a string.", _HINT_REBUILD)
+    text = rel.replace("\\", "/")
+    posix = PurePosixPath(text)
+    drive_like = len(text) >= 2 and text[1] == ":"
+    if posix.is_absolute() or drive_like or ".." in posix.parts:
+        raise ModelError(f"Manifest file path {rel!r} points outside the model folder.", _HINT_REBUILD)
+    base = Path(root).resolve()
+    target = (base / Path(*posix.parts)).resolve()
+    if target != base and base not in target.parents:
+        raise ModelError(f"Manifest file path {rel!r} points outside the model folder.", _HINT_REBUILD)
+    if target == base:
+        raise ModelError(f"Manifest file path {rel!r} names the model folder itself.", _HINT_REBUILD)
+    return target
+
+
+def file_entry(root: str | os.PathLike[str], rel: str) -> dict[str, Any]:
+    """Manifest entry ``{"path", "size", "sha256"}`` for the file ``rel`` inside ``root``."""
+    path = resolve_inside(root, rel)
+    if not path.is_file():
+        raise ModelError(f"{rel} is not a file in {root}.", _HINT_REBUILD)
+    return {
+        "path": PurePosixPath(rel.replace("\\", "/")).as_posix(),
+        "size": path.stat().st_size,
+        "sha256": sha256_file(path),
+    }
+
+
+def list_model_files(root: str | os.PathLike[str], exclude: Iterable[str] = (MANIFEST_NAME,)) -> list[str]:
+    """Relative POSIX paths of every regular file under ``root`` (sorted), minus ``exclude``."""
+    base = Path(root)
+    skip = set(exclude)
+    found: list[str] = []
+    for path in base.rglob("*"):
+        if path.is_file():
+            rel = path.relative_to(base).as_posix()
+            if rel not in skip:
+                found.append(rel)
+    return sorted(found)
+
+
+def load_manifest(folder: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read and minimally validate ``folder/manifest.json``; raises ``ModelError`` when unusable."""
+    path = Path(folder) / MANIFEST_NAME
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ModelError(f"No {MANIFEST_NAME} in {folder}.", _HINT_REBUILD) from None
+    except OSError as exc:
+        raise ModelError(f"Cannot read {path}: {exc.strerror or exc}.", _HINT_REBUILD) from exc
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ModelError(f"{path} is not valid JSON ({exc}).", _HINT_REBUILD) from exc
+    if not isinstance(data, dict):
+        raise ModelError(f"{path} does not hold a JSON object.", _HINT_REBUILD)
+    schema = data.get("schema")
+    if schema != SCHEMA_VERSION:
+        raise ModelError(
+            f"{path} has manifest schema {schema!r}; "
+            f"this version of NPU Studio reads schema {SCHEMA_VERSION}.",
+            _HINT_REBUILD,
+        )
+    if not isinstance(data.get("files"), list):
+        raise ModelError(f"{path} has no 'files' list.", _HINT_REBUILD)
+    return data
+
+
+def write_manifest(folder: str | os.PathLike[str], data: Mapping[str, Any]) -> Path:
+    """Write ``folder/manifest.json`` atomically (temporary file in the same folder, then replace)."""
+    target = Path(folder) / MANIFEST_NAME
+    payload = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{MANIFEST_NAME}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(payload)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, target)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def verify_files(
+    folder: str | os.PathLike[str], manifest: Mapping[str, Any], *, check_hashes: bool = True
+) -> list[str]:
+    """Compare the files listed in ``manifest`` with what is on disk.
+
+    Returns a list of human-readable problems (empty when every file is present with the listed
+    size and, if ``check_hashes``, the listed SHA-256). Never raises for a bad entry.
+    """
+    files = manifest.get("files")
+    if not isinstance(files, list):
+        return ["the manifest has no 'files' list"]
+    if not files:
+        return ["the manifest lists no files"]
+    problems: list[str] = []
+    seen: set[str] = set()
+    for index, entry in enumerate(files):
+        if not isinstance(entry, Mapping):
+            problems.append(f"files[{index}] is not an object")
+            continue
+        rel = entry.get("path")
+        size = entry.get("size")
+        digest = entry.get("sha256")
+        if not isinstance(rel, str) or not rel.strip():
+            problems.append(f"files[{index}] has no path")
+            continue
+        try:
+            path = resolve_inside(folder, rel)
+        except ModelError:
+            problems.append(f"{rel}: path points outside the model folder")
+            continue
+        if rel in seen:
+            problems.append(f"{rel}: listed twice")
+            continue
+        seen.add(rel)
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            problems.append(f"{rel}: size is missing or invalid")
+            continue
+        if not isinstance(digest, str) or len(digest) != 64:
+            problems.append(f"{rel}: sha256 is missing or invalid")
+            continue
+        if not path.is_file():
+            problems.append(f"{rel}: missing")
+            continue
+        actual_size = path.stat().st_size
+        if actual_size != size:
+            problems.append(f"{rel}: size {actual_size} bytes, manifest says {size}")
+            continue
+        if check_hashes and sha256_file(path) != digest.lower():
+            problems.append(f"{rel}: contents changed (sha256 mismatch)")
+    return problems
