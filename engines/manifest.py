@@ -101,8 +101,7 @@ def load_manifest(folder: str | os.PathLike[str]) -> dict[str, Any]:
     schema = data.get("schema")
     if schema != SCHEMA_VERSION:
         raise ModelError(
-            f"{path} has manifest schema {schema!r}; "
-            f"this version of NPU Studio reads schema {SCHEMA_VERSION}.",
+            f"{path} has manifest schema {schema!r}; this version of NPU Studio reads schema {SCHEMA_VERSION}.",
             _HINT_REBUILD,
         )
     if not isinstance(data.get("files"), list):

@@ -74,8 +74,9 @@ CPU_EP = "CPUExecutionProvider"
 
 
 def short_ep_name(ep: str) -> str:
-    """`QNNExecutionProvider` -> `QNN`."""
-    return ep.removesuffix("ExecutionProvider") or ep
+    """`QNNExecutionProvider` -> `QNN`, `DmlExecutionProvider` -> `DirectML`."""
+    short = ep.removesuffix("ExecutionProvider") or ep
+    return {"Dml": "DirectML", "WebGpu": "WebGPU"}.get(short, short)
 
 
 @dataclass(frozen=True)
@@ -92,9 +93,7 @@ class DeviceChoice:
     strict: bool = False
 
     @classmethod
-    def parse(
-        cls, text: str, strict: bool = False, ep_options: Mapping[str, str] | None = None
-    ) -> DeviceChoice:
+    def parse(cls, text: str, strict: bool = False, ep_options: Mapping[str, str] | None = None) -> DeviceChoice:
         """`auto|npu|gpu|cpu|efficiency|performance`, a short EP alias (`qnn`, `dml`) or a full EP name."""
         from engines.errors import DeviceUnavailableError
 
@@ -109,8 +108,7 @@ class DeviceChoice:
             choices = ", ".join(p.value for p in Policy)
             raise DeviceUnavailableError(
                 f"Unknown device '{text}'.",
-                f"Use one of {choices}, a short EP name (qnn, dml) or a full EP name such as "
-                "QNNExecutionProvider.",
+                f"Use one of {choices}, a short EP name (qnn, dml) or a full EP name such as QNNExecutionProvider.",
             )
         return cls(policy=Policy.AUTO, ep=ep, ep_options=options, strict=strict)
 
@@ -183,7 +181,8 @@ class Placement:
     def badge(self) -> str:
         """Short plain-language summary for a badge: "CPU — all 120 nodes" or the fallback."""
         if self.fell_back:
-            return f"Fell back: {self.reason}" if self.reason else "Fell back to another device"
+            where = short_ep_name(self.primary_ep) if self.primary_ep else "another device"
+            return f"Fell back to {where}: {self.reason}" if self.reason else f"Fell back to {where}"
         ep = short_ep_name(self.primary_ep)
         if len(self.nodes_per_ep) > 1:
             parts = ", ".join(f"{short_ep_name(e)} {n}" for e, n in self.nodes_per_ep)

@@ -1,0 +1,192 @@
+"""Decode and preprocess photos for classifiers, fast and robust.
+
+Fast: JPEG draft mode lets libjpeg decode big photos at 1/2, 1/4 or 1/8 scale straight away, and a
+reducing resize skips most of the work for the rest. Robust: EXIF orientation, grayscale, RGBA
+(composited on white), CMYK, 16-bit, palette and animated inputs, and every failure as an ImageError.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+from engines.errors import ImageError
+
+_RESAMPLE = {
+    "bicubic": Image.Resampling.BICUBIC,
+    "bilinear": Image.Resampling.BILINEAR,
+    "lanczos": Image.Resampling.LANCZOS,
+    "nearest": Image.Resampling.NEAREST,
+}
+
+
+@dataclass(frozen=True)
+class Preprocess:
+    """How a classifier wants its input (from the model's manifest)."""
+
+    input_size: tuple[int, int] = (224, 224)  # height, width
+    resize_shorter: int = 256
+    resample: str = "bicubic"
+    mean: tuple[float, float, float] = (127.0, 127.0, 127.0)
+    std: tuple[float, float, float] = (128.0, 128.0, 128.0)
+    layout: str = "NCHW"
+    color: str = "RGB"
+
+    @classmethod
+    def from_manifest(cls, spec: dict[str, object]) -> Preprocess:
+        def triple(key: str, default: tuple[float, float, float]) -> tuple[float, float, float]:
+            value = spec.get(key, default)
+            if not isinstance(value, list | tuple) or len(value) != 3:
+                raise ValueError(f"'{key}' must be a list of 3 numbers")
+            return (float(value[0]), float(value[1]), float(value[2]))
+
+        size = spec.get("input_size", [224, 224])
+        if not isinstance(size, list | tuple) or len(size) != 2:
+            raise ValueError("'input_size' must be [height, width]")
+        resample = str(spec.get("resample", "bicubic"))
+        if resample not in _RESAMPLE:
+            raise ValueError(f"'resample' must be one of {', '.join(_RESAMPLE)}")
+        layout = str(spec.get("layout", "NCHW")).upper()
+        if layout not in {"NCHW", "NHWC"}:
+            raise ValueError("'layout' must be NCHW or NHWC")
+        color = str(spec.get("color", "RGB")).upper()
+        if color not in {"RGB", "BGR"}:
+            raise ValueError("'color' must be RGB or BGR")
+        resize_shorter = spec.get("resize_shorter", max(int(size[0]), int(size[1])))
+        return cls(
+            input_size=(int(size[0]), int(size[1])),
+            resize_shorter=int(resize_shorter),  # type: ignore[call-overload]
+            resample=resample,
+            mean=triple("mean", (127.0, 127.0, 127.0)),
+            std=triple("std", (128.0, 128.0, 128.0)),
+            layout=layout,
+            color=color,
+        )
+
+
+def _open(source: str | os.PathLike[str] | bytes) -> Image.Image:
+    name = "the image" if isinstance(source, bytes) else f"'{Path(source).name}'"
+    try:
+        if isinstance(source, bytes):
+            if not source:
+                raise ImageError("The image is empty (0 bytes).", "Choose another file.")
+            return Image.open(io.BytesIO(source))
+        path = Path(source)
+        if not path.exists():
+            raise ImageError(f"Image not found: {path}", "Check the path.")
+        if path.is_dir():
+            raise ImageError(f"{path} is a folder, not an image.", "Choose an image file, or use a folder batch.")
+        if path.stat().st_size == 0:
+            raise ImageError(f"{name} is empty (0 bytes).", "Choose another file; this one has no content.")
+        return Image.open(path)
+    except UnidentifiedImageError as exc:
+        raise ImageError(
+            f"{name} is not an image NPU Studio can read.",
+            "Use a JPEG, PNG, BMP, GIF, TIFF or WebP photo.",
+        ) from exc
+    except Image.DecompressionBombError as exc:
+        raise _bomb(name, exc) from exc
+    except PermissionError as exc:
+        raise ImageError(f"No permission to read {name}.", "Check the file's permissions.") from exc
+    except OSError as exc:
+        raise ImageError(f"{name} could not be opened: {exc}", "The file may be damaged.") from exc
+
+
+def _bomb(name: str, exc: BaseException) -> ImageError:
+    limit = (Image.MAX_IMAGE_PIXELS or 0) / 1e6
+    return ImageError(
+        f"{name} is too large to open safely ({exc}).",
+        f"Images over {limit:.0f} megapixels are refused to protect memory; resize it first.",
+    )
+
+
+def load_rgb(source: str | os.PathLike[str] | bytes, min_side: int = 0) -> Image.Image:
+    """Open any supported image as 8-bit RGB, upright. With `min_side`, large JPEGs are decoded at a
+    reduced scale (never below min_side on the shorter side)."""
+    name = "the image" if isinstance(source, bytes) else f"'{Path(source).name}'"
+    with warnings.catch_warnings():
+        # Pillow only warns between 1x and 2x its pixel limit; treat it as the error it is here.
+        warnings.simplefilter("error", Image.DecompressionBombWarning)
+        try:
+            img = _open(source)
+            if img.format == "JPEG" and min_side:
+                w, h = img.size
+                scale = min_side / min(w, h)
+                if scale < 1:
+                    img.draft("RGB", (max(1, int(w * scale + 0.5)), max(1, int(h * scale + 0.5))))
+            img.seek(0)  # animated images: first frame
+            img = ImageOps.exif_transpose(img) or img
+            return _to_rgb(img)
+        except ImageError:
+            raise
+        except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+            raise _bomb(name, exc) from exc
+        except (OSError, SyntaxError, ValueError, EOFError) as exc:
+            text = str(exc)
+            if "truncated" in text or isinstance(exc, EOFError):
+                raise ImageError(
+                    f"{name} is truncated (the file ends early).", "Copy it again from its source."
+                ) from exc
+            raise ImageError(f"{name} could not be decoded: {text}", "The file may be damaged.") from exc
+
+
+def _to_rgb(img: Image.Image) -> Image.Image:
+    mode = img.mode
+    if mode == "RGB":
+        img.load()
+        return img
+    if mode in {"I;16", "I;16B", "I;16L", "I;16N", "I"}:
+        arr = np.asarray(img, dtype=np.float32)
+        top = float(arr.max()) or 1.0
+        scaled = np.clip(arr * (255.0 / (65535.0 if top > 255 else 255.0)), 0, 255).astype(np.uint8)
+        return Image.fromarray(scaled, mode="L").convert("RGB")
+    if mode == "F":
+        arr = np.asarray(img, dtype=np.float32)
+        lo, hi = float(arr.min()), float(arr.max())
+        scaled = ((arr - lo) * (255.0 / ((hi - lo) or 1.0))).astype(np.uint8)
+        return Image.fromarray(scaled, mode="L").convert("RGB")
+    if mode == "P":
+        img = img.convert("RGBA")
+        mode = "RGBA"
+    if mode in {"RGBA", "LA", "PA", "RGBa", "La"}:
+        rgba = img.convert("RGBA")
+        background = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        return Image.alpha_composite(background, rgba).convert("RGB")
+    return img.convert("RGB")  # L, 1, CMYK, YCbCr, LAB, HSV
+
+
+def resize_and_crop(img: Image.Image, spec: Preprocess) -> Image.Image:
+    """Shorter side to `resize_shorter`, then a centre crop of `input_size`."""
+    w, h = img.size
+    out_h, out_w = spec.input_size
+    shorter = max(spec.resize_shorter, out_h, out_w)
+    scale = shorter / min(w, h)
+    new_w, new_h = max(out_w, round(w * scale)), max(out_h, round(h * scale))
+    if (new_w, new_h) != (w, h):
+        # reducing_gap: a cheap box reduction first, then the real filter on a small image.
+        img = img.resize((new_w, new_h), _RESAMPLE[spec.resample], reducing_gap=3.0)
+    left, top = (new_w - out_w) // 2, (new_h - out_h) // 2
+    return img.crop((left, top, left + out_w, top + out_h))
+
+
+def to_tensor(img: Image.Image, spec: Preprocess, dtype: type[np.floating] = np.float32) -> np.ndarray:
+    """HWC uint8 -> normalised float tensor (no batch axis) in the model's layout."""
+    arr: np.ndarray = np.asarray(img, dtype=np.float32)
+    if spec.color == "BGR":
+        arr = arr[..., ::-1]
+    arr = (arr - np.asarray(spec.mean, dtype=np.float32)) / np.asarray(spec.std, dtype=np.float32)
+    if spec.layout == "NCHW":
+        arr = arr.transpose(2, 0, 1)
+    return np.ascontiguousarray(arr, dtype=dtype)
+
+
+def preprocess(source: str | os.PathLike[str] | bytes, spec: Preprocess) -> np.ndarray:
+    """Photo file (or bytes) -> model input tensor without the batch axis."""
+    img = load_rgb(source, min_side=max(spec.resize_shorter, *spec.input_size))
+    return to_tensor(resize_and_crop(img, spec), spec)

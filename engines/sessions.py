@@ -1,0 +1,323 @@
+"""The verified session factory.
+
+A DeviceChoice becomes a plan (explicit devices, an ONNX Runtime selection policy, or a provider
+list), then SessionOptions, then an InferenceSession, then a verification of what really runs where:
+`get_providers()` and the per-node EP assignment. The result is a Placement that says in plain words
+when the session degraded; strict mode turns any degradation into a PlacementError.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engines import failures, runtime
+from engines.devices import DML_EP, QNN_EP, DiscoveryReport, discover
+from engines.errors import DeviceUnavailableError, ModelError, PlacementError, StudioError
+from engines.types import CPU_EP, EP_DEVICE_TYPE, DeviceChoice, DeviceType, Placement, Policy, short_ep_name
+
+log = logging.getLogger(__name__)
+
+_ORT_POLICY = {
+    Policy.MAX_EFFICIENCY: "MAX_EFFICIENCY",
+    Policy.MAX_PERFORMANCE: "MAX_PERFORMANCE",
+}
+_AUTO_ORDER = (DeviceType.NPU, DeviceType.GPU, DeviceType.CPU)
+_OPT_LEVELS = {
+    "disabled": "ORT_DISABLE_ALL",
+    "basic": "ORT_ENABLE_BASIC",
+    "extended": "ORT_ENABLE_EXTENDED",
+    "all": "ORT_ENABLE_ALL",
+}
+
+
+@dataclass(frozen=True)
+class SessionSettings:
+    """Per-environment session settings."""
+
+    intra_op_threads: int = 0  # 0: ONNX Runtime's default (one per physical core)
+    graph_optimization: str = "all"
+    quantized_model: bool = False  # QDQ models run as-is on the NPU; float ones ask QNN for fp16
+    htp_performance_mode: str = "burst"
+    config_entries: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass
+class Plan:
+    """How the session will be asked for."""
+
+    mode: str  # "devices" | "policy" | "providers"
+    target_eps: tuple[str, ...]  # EPs expected to run the graph (empty: ORT decides)
+    providers: list[Any] = field(default_factory=list)  # providers mode: names or (name, options)
+    ep_devices: list[Any] = field(default_factory=list)  # devices mode: OrtEpDevice objects
+    ep_options: dict[str, str] = field(default_factory=dict)
+    policy: str = ""  # policy mode: OrtExecutionProviderDevicePolicy member name
+    fallback_reason: str = ""  # already degraded before creation (requested device missing)
+    disable_cpu_fallback: bool = False
+
+
+@dataclass
+class VerifiedSession:
+    session: Any
+    placement: Placement
+    create_seconds: float
+    model_path: Path
+    plan: Plan
+
+
+def default_ep_options(ep: str, settings: SessionSettings) -> dict[str, str]:
+    """Provider options that matter for each EP (the user's options override these)."""
+    if ep == QNN_EP:
+        options = {"htp_performance_mode": settings.htp_performance_mode}
+        qnn = runtime.qnn_plugin()
+        if qnn is not None and hasattr(qnn, "get_qnn_htp_path"):
+            options["backend_path"] = str(qnn.get_qnn_htp_path())
+        else:
+            options["backend_path"] = "QnnHtp.dll"
+        if not settings.quantized_model:
+            options["enable_htp_fp16_precision"] = "1"
+        return options
+    if ep == DML_EP:
+        return {"device_id": "0"}
+    return {}
+
+
+def _raw_ep_devices(ep: str | None = None, device_type: DeviceType | None = None) -> list[Any]:
+    ort = runtime.ort()
+    get = getattr(ort, "get_ep_devices", None)
+    if get is None:
+        return []
+    found = []
+    for d in get():
+        if ep is not None and d.ep_name != ep:
+            continue
+        if device_type is not None and str(d.device.type).rsplit(".", 1)[-1].upper() != device_type.value:
+            continue
+        found.append(d)
+    return found
+
+
+def _unusable_reason(report: DiscoveryReport, ep: str | None, device_type: DeviceType | None) -> str:
+    for d in report.devices:
+        matches = (ep is not None and d.ep == ep) or (ep is None and d.type == device_type)
+        if matches and not d.usable:
+            return d.reason
+    what = short_ep_name(ep) if ep else (device_type.value if device_type else "device")
+    return f"No {what} is available on this machine."
+
+
+def _plan_for_ep(ep: str, choice: DeviceChoice, settings: SessionSettings, report: DiscoveryReport) -> Plan:
+    options = {**default_ep_options(ep, settings), **choice.options}
+    strict_off_cpu = choice.strict and ep != CPU_EP
+    if ep == CPU_EP:
+        return Plan("providers", (CPU_EP,), providers=[CPU_EP])
+    devices = _raw_ep_devices(ep=ep)
+    if devices:
+        return Plan("devices", (ep,), ep_devices=devices, ep_options=options, disable_cpu_fallback=strict_off_cpu)
+    if ep in report.available_providers:
+        providers: list[Any] = [(ep, options)]
+        if not strict_off_cpu:
+            providers.append(CPU_EP)
+        return Plan("providers", (ep,), providers=providers, disable_cpu_fallback=strict_off_cpu)
+    reason = _unusable_reason(report, ep, EP_DEVICE_TYPE.get(ep))
+    if choice.strict:
+        raise DeviceUnavailableError(
+            f"{short_ep_name(ep)} is not available: {reason}",
+            "Turn strict mode off to run on the CPU instead, or pick another device.",
+        )
+    return Plan(
+        "providers",
+        (CPU_EP,),
+        providers=[CPU_EP],
+        fallback_reason=f"{short_ep_name(ep)} is not available. {reason}",
+    )
+
+
+def _plan_for_type(
+    wanted: DeviceType, choice: DeviceChoice, settings: SessionSettings, report: DiscoveryReport
+) -> Plan:
+    usable = report.usable(wanted)
+    if not usable:
+        reason = _unusable_reason(report, None, wanted)
+        if choice.strict:
+            raise DeviceUnavailableError(
+                f"No usable {wanted.value} on this machine: {reason}",
+                "Turn strict mode off to run on the CPU instead, or pick another device.",
+            )
+        return Plan(
+            "providers",
+            (CPU_EP,),
+            providers=[CPU_EP],
+            fallback_reason=f"no usable {wanted.value}. {reason}",
+        )
+    return _plan_for_ep(usable[0].ep, choice, settings, report)
+
+
+def plan_session(choice: DeviceChoice, settings: SessionSettings, report: DiscoveryReport) -> Plan:
+    """Turn what the user asked for into how ONNX Runtime will be asked. Raises in strict mode when
+    the device is not there at all."""
+    if choice.ep is not None:
+        return _plan_for_ep(choice.ep, choice, settings, report)
+    if choice.policy == Policy.CPU_ONLY:
+        return Plan("providers", (CPU_EP,), providers=[CPU_EP])
+    wanted = choice.policy.wanted_type
+    if wanted is not None:
+        return _plan_for_type(wanted, choice, settings, report)
+    if choice.policy == Policy.AUTO:
+        for device_type in _AUTO_ORDER:
+            if report.usable(device_type):
+                return _plan_for_type(device_type, choice, settings, report)
+        return Plan("providers", (CPU_EP,), providers=[CPU_EP])
+    ort = runtime.ort()
+    if hasattr(ort, "OrtExecutionProviderDevicePolicy"):
+        return Plan("policy", (), policy=_ORT_POLICY[choice.policy])
+    return _plan_for_ep(CPU_EP, choice, settings, report)
+
+
+def build_session_options(plan: Plan, settings: SessionSettings) -> Any:
+    ort = runtime.ort()
+    so = ort.SessionOptions()
+    so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, _OPT_LEVELS[settings.graph_optimization])
+    if settings.intra_op_threads:
+        so.intra_op_num_threads = settings.intra_op_threads
+    so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
+    if DML_EP in plan.target_eps:
+        # DirectML does not support memory patterns or parallel execution.
+        so.enable_mem_pattern = False
+        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    if plan.disable_cpu_fallback:
+        so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+    for key, value in settings.config_entries:
+        so.add_session_config_entry(key, value)
+    if plan.mode == "devices":
+        so.add_provider_for_devices(plan.ep_devices, plan.ep_options)
+    elif plan.mode == "policy":
+        so.set_provider_selection_policy(getattr(ort.OrtExecutionProviderDevicePolicy, plan.policy))
+    return so
+
+
+def nodes_per_ep(session: Any) -> tuple[tuple[str, int], ...]:
+    getter = getattr(session, "get_provider_graph_assignment_info", None)
+    if getter is None:
+        return ()
+    try:
+        counts: Counter[str] = Counter()
+        for subgraph in getter():
+            counts[str(subgraph.ep_name)] += len(subgraph.get_nodes())
+        return tuple(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+    except Exception as exc:  # older builds: placement from get_providers() only
+        log.debug("no graph assignment info: %s", exc)
+        return ()
+
+
+def cpu_node_ops(session: Any, limit: int = 5) -> list[str]:
+    """Operator types that ended up on the CPU (to explain a partial fallback)."""
+    getter = getattr(session, "get_provider_graph_assignment_info", None)
+    ops: Counter[str] = Counter()
+    try:
+        for subgraph in getter() if getter else ():
+            if subgraph.ep_name == CPU_EP:
+                ops.update(node.op_type for node in subgraph.get_nodes())
+    except Exception:
+        return []
+    return [op for op, _ in ops.most_common(limit)]
+
+
+def verify(session: Any, plan: Plan, choice: DeviceChoice) -> Placement:
+    """What really runs where, and a plain-language reason whenever it is not what was asked."""
+    active = tuple(str(p) for p in session.get_providers())
+    counts = nodes_per_ep(session)
+    by_ep = dict(counts)
+    fell_back = bool(plan.fallback_reason)
+    reason = plan.fallback_reason
+    accelerated = [ep for ep in plan.target_eps if ep != CPU_EP]
+    if not fell_back and accelerated:
+        target = accelerated[0]
+        name = short_ep_name(target)
+        if target not in active or (counts and by_ep.get(target, 0) == 0):
+            fell_back = True
+            reason = f"{name} was requested, but ONNX Runtime ran every node on {_others(active, target)}."
+        elif by_ep.get(CPU_EP, 0):
+            fell_back = True
+            total = sum(by_ep.values())
+            ops = ", ".join(cpu_node_ops(session))
+            reason = f"{name} ran {by_ep[target]} of {total} nodes; {by_ep[CPU_EP]} ran on the CPU" + (
+                f" (operators {ops} are not supported there)." if ops else "."
+            )
+    if plan.mode == "policy" and not reason:
+        chosen = ", ".join(short_ep_name(ep) for ep in ([ep for ep, _ in counts] or list(active)))
+        reason = f"ONNX Runtime's {choice.policy.label.lower()} policy chose {chosen}."
+    return Placement(
+        requested=choice.describe(),
+        requested_eps=plan.target_eps,
+        active_eps=active,
+        nodes_per_ep=counts,
+        fell_back=fell_back,
+        reason=reason,
+        wanted_type=choice.wanted_type,
+        policy=choice.policy.value,
+    )
+
+
+def _others(active: tuple[str, ...], target: str) -> str:
+    rest = [short_ep_name(ep) for ep in active if ep != target]
+    return " and ".join(rest) if rest else "another device"
+
+
+def check_model_file(model_path: Path) -> None:
+    if not model_path.exists():
+        raise ModelError(f"Model file not found: {model_path}", "Build the demo models or import the model again.")
+    if not model_path.is_file():
+        raise ModelError(f"Not a model file: {model_path}", "Point to the .onnx file inside the model folder.")
+    if model_path.stat().st_size == 0:
+        raise ModelError(f"The model file is empty: {model_path}", "Rebuild or re-import the model.")
+
+
+def create_session(
+    model_path: str | os.PathLike[str],
+    choice: DeviceChoice,
+    settings: SessionSettings | None = None,
+    report: DiscoveryReport | None = None,
+) -> VerifiedSession:
+    """Create an InferenceSession for `choice` and verify where it runs.
+
+    Raises DeviceUnavailableError (strict, device missing), PlacementError (strict, the device did not
+    take the whole graph), ModelError or SessionCreationError (native failures, explained).
+    """
+    path = Path(model_path)
+    settings = settings or SessionSettings()
+    check_model_file(path)
+    report = report or discover()
+    plan = plan_session(choice, settings, report)
+    so = build_session_options(plan, settings)
+    ort = runtime.ort()
+    target = plan.target_eps[0] if plan.target_eps else ""
+    started = time.perf_counter()
+    try:
+        if plan.mode == "providers":
+            session = ort.InferenceSession(str(path), sess_options=so, providers=plan.providers)
+        else:
+            session = ort.InferenceSession(str(path), sess_options=so)
+    except Exception as exc:
+        err = failures.explain(exc, target)
+        if plan.disable_cpu_fallback and "explicitly disabled" in str(exc):
+            raise PlacementError(err.message, err.hint) from exc
+        raise err from exc
+    elapsed = time.perf_counter() - started
+    placement = verify(session, plan, choice)
+    log.info("session %s on %s in %.2fs: %s", path.name, choice.describe(), elapsed, placement.badge())
+    if choice.strict and placement.fell_back:
+        raise PlacementError(
+            f"Strict mode: {placement.reason}",
+            "Turn strict mode off to allow the fallback, or choose the device that ran it.",
+        )
+    return VerifiedSession(session, placement, elapsed, path, plan)
+
+
+def is_studio_error(exc: BaseException) -> bool:
+    return isinstance(exc, StudioError)

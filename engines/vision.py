@@ -1,0 +1,313 @@
+"""ImageClassifier: any single-image classifier described by a manifest, on a verified session."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engines import runtime
+from engines.errors import CancelledError, InputContractError, ModelError, StudioError
+from engines.images import Preprocess, preprocess
+from engines.sessions import SessionSettings, VerifiedSession, create_session
+from engines.types import CPU_EP, CancelToken, Classification, ClassScore, DeviceChoice, Placement
+
+log = logging.getLogger(__name__)
+
+_FLOAT_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
+# EPs whose memory is not the CPU's (or that pin host buffers): IOBinding with reused buffers pays.
+IOBINDING_EPS = {"DmlExecutionProvider", "QNNExecutionProvider", "CUDAExecutionProvider", "WebGpuExecutionProvider"}
+
+
+@dataclass(frozen=True)
+class ClassifierSpec:
+    """What the engine needs to know about a classifier, read from its manifest."""
+
+    model_path: Path
+    labels: tuple[str, ...]
+    preprocess: Preprocess
+    input_name: str | None = None
+    output_name: str | None = None
+    output_kind: str = "logits"  # or "probabilities"
+    name: str = ""
+    quantized: bool = False
+
+    @classmethod
+    def from_folder(cls, folder: str | os.PathLike[str]) -> ClassifierSpec:
+        root = Path(folder)
+        manifest_path = root / "manifest.json"
+        if not manifest_path.is_file():
+            raise ModelError(
+                f"{root} has no manifest.json.", "Import the classifier so NPU Studio knows its inputs and labels."
+            )
+        try:
+            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+            spec = manifest["classifier"]
+            model_file = next(
+                (f["path"] for f in manifest.get("files", []) if str(f["path"]).endswith(".onnx")), "model.onnx"
+            )
+            labels_file = root / str(spec.get("labels", "labels.txt"))
+            pre = Preprocess.from_manifest(spec)
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise ModelError(f"The manifest in {root} is not valid: {exc}", "Re-import or rebuild the model.") from exc
+        model_path = (root / model_file).resolve()
+        if root.resolve() not in model_path.parents:
+            raise ModelError(f"The manifest in {root} points outside its folder.", "Re-import the model.")
+        return cls(
+            model_path=model_path,
+            labels=read_labels(labels_file),
+            preprocess=pre,
+            input_name=spec.get("input"),
+            output_name=spec.get("output"),
+            output_kind=str(spec.get("output_kind", "logits")),
+            name=str(manifest.get("name", root.name)),
+            quantized=str(manifest.get("precision", "fp32")).startswith("qdq"),
+        )
+
+
+def read_labels(path: Path) -> tuple[str, ...]:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError as exc:
+        raise ModelError(f"Labels file not found: {path}", "Re-import the model with its labels.") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ModelError(f"Labels file {path} could not be read: {exc}", "Re-import the model.") from exc
+    labels = tuple(line.strip() for line in lines if line.strip())
+    if not labels:
+        raise ModelError(f"Labels file {path} is empty.", "Re-import the model with its labels.")
+    return labels
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    exp = np.exp(shifted)
+    return exp / exp.sum(axis=-1, keepdims=True)
+
+
+def top_k(probs: np.ndarray, labels: Sequence[str], k: int) -> tuple[ClassScore, ...]:
+    k = max(1, min(k, probs.shape[-1]))
+    idx = np.argpartition(-probs, k - 1)[:k]
+    idx = idx[np.argsort(-probs[idx])]
+    return tuple(ClassScore(int(i), labels[i] if i < len(labels) else str(i), float(probs[i])) for i in idx)
+
+
+@dataclass(frozen=True)
+class _Contract:
+    input_name: str
+    output_name: str
+    dtype: Any
+    fixed_batch: int | None  # None: dynamic batch
+
+
+def check_contract(session: Any, spec: ClassifierSpec) -> _Contract:
+    """Validate the model's input/output contract against the spec, with readable errors."""
+    inputs = list(session.get_inputs())
+    outputs = list(session.get_outputs())
+    if spec.input_name:
+        matching = [i for i in inputs if i.name == spec.input_name]
+        if not matching:
+            names = ", ".join(i.name for i in inputs)
+            raise InputContractError(
+                f"The model has no input named '{spec.input_name}' (it has: {names}).", "Fix the manifest."
+            )
+        image_input = matching[0]
+    else:
+        image_inputs = [i for i in inputs if len(i.shape or ()) == 4]
+        if len(image_inputs) != 1:
+            raise InputContractError(
+                f"Expected exactly one 4-D image input, found {len(image_inputs)} among {len(inputs)} inputs.",
+                "Name the image input in the manifest.",
+            )
+        image_input = image_inputs[0]
+    others = [i for i in inputs if i.name != image_input.name]
+    if others:
+        raise InputContractError(
+            f"The model needs extra inputs ({', '.join(i.name for i in others)}); "
+            "only single-image classifiers are supported.",
+            "Use a single-input image classification model.",
+        )
+    if image_input.type not in _FLOAT_TYPES:
+        raise InputContractError(
+            f"Input '{image_input.name}' is {image_input.type}; a float image tensor is expected.",
+            "Quantized models must keep float inputs (QDQ format).",
+        )
+    shape = list(image_input.shape)
+    if len(shape) != 4:
+        raise InputContractError(f"Input '{image_input.name}' has rank {len(shape)}; 4 (N, C, H, W) is expected.")
+    h, w = spec.preprocess.input_size
+    expected = [3, h, w] if spec.preprocess.layout == "NCHW" else [h, w, 3]
+    for axis, (dim, want) in enumerate(zip(shape[1:], expected, strict=True), start=1):
+        if isinstance(dim, int) and dim != want:
+            raise InputContractError(
+                f"Input '{image_input.name}' has shape {shape}, but the manifest says "
+                f"{spec.preprocess.layout} {expected} (axis {axis}).",
+                "Fix the manifest's input_size/layout.",
+            )
+    batch = shape[0] if isinstance(shape[0], int) and shape[0] > 0 else None
+    if spec.output_name:
+        out = next((o for o in outputs if o.name == spec.output_name), None)
+        if out is None:
+            names = ", ".join(o.name for o in outputs)
+            raise InputContractError(f"The model has no output named '{spec.output_name}' (it has: {names}).")
+    else:
+        candidates = [o for o in outputs if o.shape and o.shape[-1] == len(spec.labels)]
+        if not candidates:
+            raise InputContractError(
+                f"No output has {len(spec.labels)} classes (one per label).", "Check the labels file."
+            )
+        out = candidates[0]
+    last = out.shape[-1] if out.shape else None
+    if isinstance(last, int) and last != len(spec.labels):
+        raise InputContractError(
+            f"Output '{out.name}' has {last} classes but there are {len(spec.labels)} labels.",
+            "Use the labels file that belongs to this model.",
+        )
+    return _Contract(image_input.name, out.name, _FLOAT_TYPES[image_input.type], batch)
+
+
+class _BoundRunner:
+    """IOBinding with an output buffer reused between calls of the same batch size."""
+
+    def __init__(self, session: Any, contract: _Contract) -> None:
+        self._session = session
+        self._contract = contract
+        self._binding = session.io_binding()
+        self._outputs: dict[int, Any] = {}
+        self._classes = 0
+
+    def run(self, batch: np.ndarray, classes: int) -> np.ndarray:
+        ort = runtime.ort()
+        n = batch.shape[0]
+        if n not in self._outputs:
+            self._outputs[n] = ort.OrtValue.ortvalue_from_shape_and_type((n, classes), np.float32, "cpu", 0)
+        self._binding.bind_cpu_input(self._contract.input_name, batch)
+        self._binding.bind_ortvalue_output(self._contract.output_name, self._outputs[n])
+        self._binding.synchronize_inputs()
+        self._session.run_with_iobinding(self._binding)
+        self._binding.synchronize_outputs()
+        return np.asarray(self._outputs[n].numpy())
+
+
+class ImageClassifier:
+    """A classifier on one verified session: preprocess, batch, run, softmax, top-k, latency."""
+
+    def __init__(
+        self,
+        spec: ClassifierSpec,
+        choice: DeviceChoice,
+        settings: SessionSettings | None = None,
+        *,
+        io_binding: bool | None = None,
+        warmup: bool = True,
+        max_batch: int = 8,
+        session: VerifiedSession | None = None,
+    ) -> None:
+        self.spec = spec
+        self.choice = choice
+        settings = settings or SessionSettings(quantized_model=spec.quantized)
+        self.verified = session or create_session(spec.model_path, choice, settings)
+        self.session = self.verified.session
+        self.contract = check_contract(self.session, spec)
+        self.max_batch = 1 if self.contract.fixed_batch == 1 else max(1, max_batch)
+        if io_binding is None:
+            io_binding = self.placement.primary_ep in IOBINDING_EPS
+        self.io_binding = io_binding
+        self._runner = _BoundRunner(self.session, self.contract) if io_binding else None
+        self.warmup_ms = self._warmup() if warmup else 0.0
+
+    @classmethod
+    def from_folder(cls, folder: str | os.PathLike[str], choice: DeviceChoice, **kwargs: Any) -> ImageClassifier:
+        return cls(ClassifierSpec.from_folder(folder), choice, **kwargs)
+
+    @property
+    def placement(self) -> Placement:
+        return self.verified.placement
+
+    @property
+    def uses_cpu_only(self) -> bool:
+        return self.placement.active_eps == (CPU_EP,)
+
+    def _warmup(self) -> float:
+        h, w = self.spec.preprocess.input_size
+        shape = (1, 3, h, w) if self.spec.preprocess.layout == "NCHW" else (1, h, w, 3)
+        started = time.perf_counter()
+        self.infer(np.zeros(shape, dtype=self.contract.dtype))
+        return (time.perf_counter() - started) * 1000
+
+    def infer(self, batch: np.ndarray) -> np.ndarray:
+        """Run a preprocessed batch; returns the raw output (N, classes)."""
+        batch = batch.astype(self.contract.dtype, copy=False)
+        if self._runner is not None:
+            return self._runner.run(batch, len(self.spec.labels))
+        return np.asarray(
+            self.session.run([self.contract.output_name], {self.contract.input_name: batch})[0], dtype=np.float32
+        )
+
+    def probabilities(self, raw: np.ndarray) -> np.ndarray:
+        raw = raw.reshape(raw.shape[0], -1).astype(np.float32, copy=False)
+        return raw if self.spec.output_kind == "probabilities" else softmax(raw)
+
+    def classify(self, source: str | os.PathLike[str] | bytes, k: int = 5) -> Classification:
+        """One photo -> top-k. Raises ImageError for a bad image."""
+        started = time.perf_counter()
+        tensor = preprocess(source, self.spec.preprocess)
+        pre_ms = (time.perf_counter() - started) * 1000
+        started = time.perf_counter()
+        raw = self.infer(tensor[None])
+        latency = (time.perf_counter() - started) * 1000
+        probs = self.probabilities(raw)[0]
+        name = "<bytes>" if isinstance(source, bytes) else str(source)
+        return Classification(name, top_k(probs, self.spec.labels, k), latency, pre_ms, self.placement)
+
+    def classify_many(
+        self,
+        paths: Iterable[str | os.PathLike[str]],
+        k: int = 5,
+        cancel: CancelToken | None = None,
+        on_result: Callable[[Classification], None] | None = None,
+    ) -> list[Classification]:
+        """Batched classification of many photos, returned in input order (streamed to `on_result` as
+        they finish). A bad photo becomes a result with `error` set; the batch goes on. Cancel is checked
+        between photos and batches (raises CancelledError)."""
+        results: list[tuple[int, Classification]] = []
+        pending: list[tuple[int, str, np.ndarray, float]] = []
+
+        def flush() -> None:
+            if not pending:
+                return
+            started = time.perf_counter()
+            raw = self.infer(np.stack([t for _, _, t, _ in pending]))
+            per_image = (time.perf_counter() - started) * 1000 / len(pending)
+            probs = self.probabilities(raw)
+            for (index, name, _, pre_ms), p in zip(pending, probs, strict=True):
+                emit(index, Classification(name, top_k(p, self.spec.labels, k), per_image, pre_ms, self.placement))
+            pending.clear()
+
+        def emit(index: int, result: Classification) -> None:
+            results.append((index, result))
+            if on_result is not None:
+                on_result(result)
+
+        for index, path in enumerate(paths):
+            if cancel is not None and cancel.cancelled:
+                raise CancelledError("Classification cancelled.")
+            started = time.perf_counter()
+            try:
+                tensor = preprocess(path, self.spec.preprocess)
+            except StudioError as exc:
+                emit(index, Classification(str(path), (), 0.0, 0.0, self.placement, error=exc.user_text()))
+                continue
+            pending.append((index, str(path), tensor, (time.perf_counter() - started) * 1000))
+            if len(pending) >= self.max_batch:
+                flush()
+        if cancel is not None and cancel.cancelled:
+            raise CancelledError("Classification cancelled.")
+        flush()
+        return [result for _, result in sorted(results, key=lambda item: item[0])]
