@@ -115,6 +115,7 @@ def write_manifest(folder: str | os.PathLike[str], data: Mapping[str, Any]) -> P
     payload = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
     fd, tmp_name = tempfile.mkstemp(prefix=f".{MANIFEST_NAME}.", suffix=".tmp", dir=target.parent)
     try:
+        os.chmod(tmp_name, 0o644)  # mkstemp creates 0600; a model folder is meant to be readable by all
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
             handle.write(payload)
             handle.flush()

@@ -134,7 +134,7 @@ def _plan_for_ep(ep: str, choice: DeviceChoice, settings: SessionSettings, repor
         "providers",
         (CPU_EP,),
         providers=[CPU_EP],
-        fallback_reason=f"{short_ep_name(ep)} is not available. {reason}",
+        fallback_reason=f"{short_ep_name(ep)} is not available: {reason}",
     )
 
 
@@ -153,7 +153,7 @@ def _plan_for_type(
             "providers",
             (CPU_EP,),
             providers=[CPU_EP],
-            fallback_reason=f"no usable {wanted.value}. {reason}",
+            fallback_reason=f"No usable {wanted.value} on this machine: {reason}",
         )
     return _plan_for_ep(usable[0].ep, choice, settings, report)
 

@@ -159,7 +159,7 @@ class Placement:
     """Where a session really runs, verified after creation."""
 
     requested: str  # DeviceChoice.describe()
-    requested_eps: tuple[str, ...]  # EPs asked for, in precedence order
+    requested_eps: tuple[str, ...]  # EPs ONNX Runtime was asked for (after any fallback), in precedence order
     active_eps: tuple[str, ...]  # session.get_providers()
     nodes_per_ep: tuple[tuple[str, int], ...] = ()  # from the graph assignment info
     fell_back: bool = False
@@ -178,11 +178,8 @@ class Placement:
             return max(self.nodes_per_ep, key=lambda item: item[1])[0]
         return self.active_eps[0] if self.active_eps else ""
 
-    def badge(self) -> str:
-        """Short plain-language summary for a badge: "CPU — all 120 nodes" or the fallback."""
-        if self.fell_back:
-            where = short_ep_name(self.primary_ep) if self.primary_ep else "another device"
-            return f"Fell back to {where}: {self.reason}" if self.reason else f"Fell back to {where}"
+    def ran_on(self) -> str:
+        """Where it ran, fallback or not: "CPU — all 94 nodes", "Split — QNN 90, CPU 4 nodes"."""
         ep = short_ep_name(self.primary_ep)
         if len(self.nodes_per_ep) > 1:
             parts = ", ".join(f"{short_ep_name(e)} {n}" for e, n in self.nodes_per_ep)
@@ -191,14 +188,22 @@ class Placement:
             return f"{ep} — all {self.total_nodes} nodes"
         return ep
 
+    def badge(self) -> str:
+        """Short plain-language summary for a badge: "CPU — all 94 nodes" or the fallback and why."""
+        if self.fell_back:
+            where = short_ep_name(self.primary_ep) if self.primary_ep else "another device"
+            return f"Fell back to {where}: {self.reason}" if self.reason else f"Fell back to {where}"
+        return self.ran_on()
+
     def as_dict(self) -> dict[str, object]:
         return {
             "requested": self.requested,
-            "requested_eps": list(self.requested_eps),
+            "asked_onnxruntime_for": list(self.requested_eps),
             "active_eps": list(self.active_eps),
             "nodes_per_ep": dict(self.nodes_per_ep),
             "fell_back": self.fell_back,
             "reason": self.reason,
+            "ran_on": self.ran_on(),
             "summary": self.badge(),
         }
 

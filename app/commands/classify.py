@@ -1,0 +1,103 @@
+"""`npu-studio classify IMAGE... [--device ...] [--strict] [--top-k N] [--json]`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from app import paths
+
+DEFAULT_CLASSIFIER = "efficientnet-lite0"
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser("classify", help="classify photos on a chosen device")
+    parser.add_argument("images", nargs="+", metavar="IMAGE", help="image files or folders")
+    parser.add_argument(
+        "--device", default="auto", help="auto, npu, gpu, cpu, efficiency, performance or an EP name (default auto)"
+    )
+    parser.add_argument("--strict", action="store_true", help="fail instead of falling back to another device")
+    parser.add_argument("--model", help="classifier folder (default: the bundled EfficientNet-Lite0)")
+    parser.add_argument("--top-k", type=int, default=5, metavar="N", help="classes to show (default 5)")
+    parser.add_argument("--threads", type=int, default=0, help="intra-op threads (default: ONNX Runtime's)")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.set_defaults(func=run)
+
+
+def model_folder(name: str | None, default: str = DEFAULT_CLASSIFIER) -> Path:
+    """A model given as a folder path, or by name in the user's library or the bundled models."""
+    from engines.errors import ModelError
+
+    if name and (Path(name).is_dir() or Path(name).suffix or "/" in name or "\\" in name):
+        return Path(name)
+    key = name or default
+    for root in (paths.user_models_dir(), paths.bundled_models_dir()):
+        if (root / key).is_dir():
+            return root / key
+    raise ModelError(
+        f"Model '{key}' is not installed.",
+        "Build the demo models (see README: `bash setup.sh`) or import a model with `npu-studio models import`.",
+    )
+
+
+def expand_images(items: list[str]) -> list[Path]:
+    from engines.errors import ImageError
+
+    found: list[Path] = []
+    for item in items:
+        path = Path(item)
+        if path.is_dir():
+            found.extend(sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith(".")))
+        else:
+            found.append(path)
+    if not found:
+        raise ImageError("No images to classify.", "Give image files or a folder with images.")
+    return found
+
+
+def run(args: argparse.Namespace) -> int:
+    from app.cli import print_json
+    from engines.errors import StudioError
+    from engines.sessions import SessionSettings
+    from engines.types import DeviceChoice
+    from engines.vision import ClassifierSpec, ImageClassifier
+
+    if args.top_k < 1:
+        raise StudioError("--top-k must be at least 1.")
+    choice = DeviceChoice.parse(args.device, strict=args.strict)
+    spec = ClassifierSpec.from_folder(model_folder(args.model))
+    images = expand_images(args.images)
+    settings = SessionSettings(intra_op_threads=args.threads, quantized_model=spec.quantized)
+    classifier = ImageClassifier(spec, choice, settings)
+    placement = classifier.placement
+    if len(images) == 1:
+        results = [classifier.classify(images[0], k=args.top_k)]
+    else:
+        results = classifier.classify_many(images, k=args.top_k)
+    failed = [r for r in results if r.error]
+    if args.json:
+        print_json(
+            {
+                "model": spec.name,
+                "device": choice.describe(),
+                "placement": placement.as_dict(),
+                "session_seconds": classifier.verified.create_seconds,
+                "results": [r.as_dict() for r in results],
+            }
+        )
+    else:
+        print(f"{spec.name} ran on {placement.ran_on()} (requested: {choice.describe()})")
+        if placement.fell_back:
+            print(f"Fell back: {placement.reason}")
+        for result in results:
+            print(f"\n{result.path}")
+            if result.error:
+                print(f"  error: {result.error}")
+                continue
+            for score in result.top:
+                print(f"  {score.probability * 100:6.2f}%  {score.label}")
+            print(f"  inference {result.latency_ms:.1f} ms, preprocessing {result.preprocess_ms:.1f} ms")
+    if failed and len(results) == 1:
+        raise StudioError(failed[0].error)
+    return 1 if failed else 0
