@@ -1,0 +1,1 @@
+"""Build tooling for the Windows MSI (not part of the installed app)."""

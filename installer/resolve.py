@@ -1,0 +1,403 @@
+"""Per-platform dependency resolution check: every target gets exactly one ONNX Runtime build.
+
+pip's `--platform` changes which wheels it accepts, *not* how environment markers are evaluated (they
+are evaluated against the running interpreter). So this module evaluates the markers of the project's
+dependencies itself, for each target's marker environment, and hands the resulting plain requirement
+list to `pip install --dry-run --ignore-installed --only-binary=:all: --platform P --python-version V
+--target T --report R.json`. The JSON report is then checked against what each target must contain.
+
+    python installer/resolve.py            # a table per platform
+    python installer/resolve.py --json     # the same as JSON
+    python installer/resolve.py --python-version 3.11 --target win_arm64
+
+`installer/build.py` reuses `resolve()` to download and stage the Windows wheels.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import ssl
+import subprocess
+import sys
+import tempfile
+import tomllib
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from packaging.markers import default_environment
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+PYPROJECT = REPO_ROOT / "pyproject.toml"
+DEFAULT_INDEX_URL = "https://pypi.org/simple/"
+DEFAULT_PYTHON_VERSION = "3.12"
+
+# Distributions that each contain a whole ONNX Runtime (the `onnxruntime` import package). Two of them
+# in one environment overwrite each other's files, and pip does not warn.
+WHOLE_ORT_BUILDS = frozenset(
+    {
+        "onnxruntime",
+        "onnxruntime-directml",
+        "onnxruntime-gpu",
+        "onnxruntime-openvino",
+        "onnxruntime-windowsml",
+        "onnxruntime-training",
+    }
+)
+# onnxruntime-qnn 1.x was a whole ORT build too; 2.x is a plugin EP on top of `onnxruntime`.
+QNN_PLUGIN = "onnxruntime-qnn"
+QNN_PLUGIN_SPEC = SpecifierSet(">=2")
+GENAI_BUILDS = frozenset(
+    {"onnxruntime-genai", "onnxruntime-genai-directml", "onnxruntime-genai-cuda", "onnxruntime-genai-winml"}
+)
+FORBIDDEN = frozenset({"onnxruntime-windowsml", "onnxruntime-genai-winml"})
+
+
+@dataclass(frozen=True)
+class Target:
+    """A platform the app ships on, with the marker environment pip would see there."""
+
+    name: str
+    pip_platforms: tuple[str, ...]
+    sys_platform: str
+    platform_machine: str
+    platform_system: str
+    os_name: str
+    # name -> version specifier the resolution must satisfy ("" = any version)
+    expected: Mapping[str, str]
+
+    def marker_environment(self, python_version: str) -> dict[str, str]:
+        env: dict[str, str] = {key: str(value) for key, value in default_environment().items()}
+        major_minor = ".".join(python_version.split(".")[:2])
+        full = python_version if python_version.count(".") >= 2 else f"{major_minor}.0"
+        env.update(
+            {
+                "implementation_name": "cpython",
+                "implementation_version": full,
+                "platform_python_implementation": "CPython",
+                "python_version": major_minor,
+                "python_full_version": full,
+                "sys_platform": self.sys_platform,
+                "platform_machine": self.platform_machine,
+                "platform_system": self.platform_system,
+                "os_name": self.os_name,
+                "platform_release": "",
+                "platform_version": "",
+            }
+        )
+        return env
+
+
+TARGETS: dict[str, Target] = {
+    "win_arm64": Target(
+        name="win_arm64",
+        pip_platforms=("win_arm64",),
+        sys_platform="win32",
+        platform_machine="ARM64",
+        platform_system="Windows",
+        os_name="nt",
+        expected={"onnxruntime": "", "onnxruntime-qnn": ">=2", "onnxruntime-genai": ""},
+    ),
+    "win_amd64": Target(
+        name="win_amd64",
+        pip_platforms=("win_amd64",),
+        sys_platform="win32",
+        platform_machine="AMD64",
+        platform_system="Windows",
+        os_name="nt",
+        expected={"onnxruntime-directml": "==1.24.4", "onnxruntime-genai-directml": "==0.13.1"},
+    ),
+    "linux_x86_64": Target(
+        name="linux_x86_64",
+        # PySide6 6.12 needs glibc >= 2.34. pip does not widen `--platform` to older manylinux tags,
+        # so every tag a glibc 2.34 machine accepts is listed.
+        pip_platforms=(
+            *(f"manylinux_2_{minor}_x86_64" for minor in range(34, 16, -1)),
+            "manylinux2014_x86_64",
+        ),
+        sys_platform="linux",
+        platform_machine="x86_64",
+        platform_system="Linux",
+        os_name="posix",
+        expected={"onnxruntime": "", "onnxruntime-genai": ""},
+    ),
+}
+
+# Python versions each target is checked with by default: 3.12 is what the Windows builds use.
+DEFAULT_PYTHONS: dict[str, tuple[str, ...]] = {
+    "win_arm64": ("3.12", "3.11"),
+    "win_amd64": ("3.12", "3.11"),
+    "linux_x86_64": ("3.11",),
+}
+
+
+class ResolutionError(Exception):
+    """pip could not resolve a target. `registry_unreachable` says whether the index was down."""
+
+    def __init__(self, message: str, *, registry_unreachable: bool = False) -> None:
+        super().__init__(message)
+        self.registry_unreachable = registry_unreachable
+
+
+@dataclass(frozen=True)
+class ResolvedPackage:
+    name: str  # canonical name
+    version: str
+    filename: str
+    url: str
+    sha256: str | None
+
+
+@dataclass
+class Resolution:
+    target: str
+    python_version: str
+    requirements: list[str]
+    packages: list[ResolvedPackage]
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def versions(self) -> dict[str, str]:
+        return {p.name: p.version for p in self.packages}
+
+    def to_json(self) -> dict[str, object]:
+        data = asdict(self)
+        data["ok"] = self.ok
+        return data
+
+
+def load_dependencies(pyproject: Path = PYPROJECT) -> list[Requirement]:
+    with pyproject.open("rb") as fh:
+        data = tomllib.load(fh)
+    return [Requirement(line) for line in data["project"]["dependencies"]]
+
+
+def project_version(pyproject: Path = PYPROJECT) -> str:
+    with pyproject.open("rb") as fh:
+        return str(tomllib.load(fh)["project"]["version"])
+
+
+def requirements_for(target: Target, python_version: str, pyproject: Path = PYPROJECT) -> list[str]:
+    """The project's dependencies whose markers hold on `target`, with the markers removed."""
+    env = target.marker_environment(python_version)
+    env["extra"] = ""
+    out: list[str] = []
+    for req in load_dependencies(pyproject):
+        if req.marker is not None and not req.marker.evaluate(env):
+            continue
+        plain = Requirement(str(req))
+        plain.marker = None
+        out.append(str(plain))
+    return out
+
+
+def index_url() -> str:
+    """The index pip uses here (PIP_INDEX_URL, pip config, or PyPI)."""
+    env = os.environ.get("PIP_INDEX_URL")
+    if env:
+        return env
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pip", "config", "get", "global.index-url"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return DEFAULT_INDEX_URL
+    value = proc.stdout.strip()
+    return value if proc.returncode == 0 and value else DEFAULT_INDEX_URL
+
+
+def registry_reachable(url: str | None = None, timeout: float = 15.0) -> tuple[bool, str]:
+    """Whether the package index answers at all (any HTTP status counts as reachable)."""
+    base = (url or index_url()).rstrip("/") + "/"
+    probe = base + "pip/"
+    cafile = os.environ.get("PIP_CERT") or None
+    context = ssl.create_default_context(cafile=cafile) if cafile and Path(cafile).exists() else None
+    try:
+        with urllib.request.urlopen(probe, timeout=timeout, context=context) as response:
+            return True, f"{probe} answered HTTP {response.status}"
+    except urllib.error.HTTPError as exc:  # an answer, even if an error page
+        return True, f"{probe} answered HTTP {exc.code}"
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        return False, f"package index {base} cannot be reached: {reason}"
+
+
+_NETWORK_ERROR = re.compile(
+    r"NewConnectionError|Max retries exceeded|Temporary failure in name resolution|Name or service not known"
+    r"|Network is unreachable|Connection refused|ConnectTimeoutError|ReadTimeoutError|Failed to establish",
+    re.IGNORECASE,
+)
+
+
+def pip_command(
+    target: Target, python_version: str, requirements: Sequence[str], report: Path, target_dir: Path
+) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--dry-run",
+        "--ignore-installed",
+        "--only-binary=:all:",
+        *(arg for plat in target.pip_platforms for arg in ("--platform", plat)),
+        "--python-version",
+        python_version,
+        "--implementation",
+        "cp",
+        "--target",
+        str(target_dir),
+        "--report",
+        str(report),
+        "--quiet",
+        "--disable-pip-version-check",
+        *requirements,
+    ]
+
+
+def parse_report(report: Mapping[str, object]) -> list[ResolvedPackage]:
+    packages: list[ResolvedPackage] = []
+    installs = report.get("install", [])
+    assert isinstance(installs, list)
+    for item in installs:
+        meta = item["metadata"]
+        info = item.get("download_info", {})
+        url = str(info.get("url", ""))
+        hashes = info.get("archive_info", {}).get("hashes", {})
+        packages.append(
+            ResolvedPackage(
+                name=canonicalize_name(meta["name"]),
+                version=str(meta["version"]),
+                filename=url.rsplit("/", 1)[-1].split("#", 1)[0],
+                url=url,
+                sha256=hashes.get("sha256"),
+            )
+        )
+    return sorted(packages, key=lambda p: p.name)
+
+
+def check_packages(target: Target, packages: Sequence[ResolvedPackage]) -> list[str]:
+    """What is wrong with a resolved set for `target` (empty list = fine)."""
+    versions = {p.name: p.version for p in packages}
+    problems: list[str] = []
+    ort = sorted(name for name in versions if name in WHOLE_ORT_BUILDS)
+    if QNN_PLUGIN in versions and versions[QNN_PLUGIN] not in QNN_PLUGIN_SPEC:
+        ort.append(f"{QNN_PLUGIN} {versions[QNN_PLUGIN]} (1.x is a whole ORT build)")
+    if len(ort) != 1:
+        problems.append(f"expected exactly one ONNX Runtime build, got {len(ort)}: {', '.join(ort) or 'none'}")
+    genai = sorted(name for name in versions if name in GENAI_BUILDS)
+    if len(genai) != 1:
+        problems.append(f"expected exactly one onnxruntime-genai build, got {', '.join(genai) or 'none'}")
+    for name in sorted(FORBIDDEN & versions.keys()):
+        problems.append(f"{name} must not be installed on {target.name}")
+    for name, spec in target.expected.items():
+        if name not in versions:
+            problems.append(f"{name} is missing")
+        elif spec and versions[name] not in SpecifierSet(spec):
+            problems.append(f"{name} {versions[name]} does not satisfy {spec}")
+    return problems
+
+
+def resolve(
+    target: Target | str,
+    python_version: str = DEFAULT_PYTHON_VERSION,
+    pyproject: Path = PYPROJECT,
+    timeout: float = 600.0,
+) -> Resolution:
+    """Resolve `target` with pip's dry-run and check the result. Raises ResolutionError when pip fails."""
+    tgt = TARGETS[target] if isinstance(target, str) else target
+    requirements = requirements_for(tgt, python_version, pyproject)
+    with tempfile.TemporaryDirectory(prefix="npu-studio-resolve-") as tmp:
+        report_path = Path(tmp) / "report.json"
+        cmd = pip_command(tgt, python_version, requirements, report_path, Path(tmp) / "target")
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired as exc:
+            reachable, why = registry_reachable()
+            raise ResolutionError(
+                f"pip did not finish resolving {tgt.name} in {timeout:.0f} s" + ("" if reachable else f" ({why})"),
+                registry_unreachable=not reachable,
+            ) from exc
+        if proc.returncode != 0 or not report_path.exists():
+            stderr = "\n".join(line for line in proc.stderr.splitlines() if "is ignored" not in line)
+            reachable, why = registry_reachable()
+            unreachable = not reachable or (
+                bool(_NETWORK_ERROR.search(stderr)) and "No matching distribution" not in stderr
+            )
+            detail = why if not reachable else stderr.strip()[-2000:]
+            raise ResolutionError(
+                f"pip could not resolve {tgt.name} (python {python_version}): {detail}",
+                registry_unreachable=unreachable,
+            )
+        report = json.loads(report_path.read_text(encoding="utf-8"))
+    packages = parse_report(report)
+    return Resolution(
+        target=tgt.name,
+        python_version=python_version,
+        requirements=requirements,
+        packages=packages,
+        problems=check_packages(tgt, packages),
+    )
+
+
+def _format_table(res: Resolution) -> str:
+    lines = [f"{res.target} (python {res.python_version}): {'OK' if res.ok else 'FAILED'}"]
+    width = max((len(p.name) for p in res.packages), default=10)
+    for pkg in res.packages:
+        mark = "*" if pkg.name in WHOLE_ORT_BUILDS | GENAI_BUILDS | {QNN_PLUGIN} else " "
+        lines.append(f"  {mark} {pkg.name:<{width}}  {pkg.version:<12} {pkg.filename}")
+    lines.extend(f"  problem: {problem}" for problem in res.problems)
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--json", action="store_true", help="print the resolutions as JSON")
+    parser.add_argument("--target", action="append", choices=sorted(TARGETS), help="limit to these targets")
+    parser.add_argument("--python-version", action="append", help="python versions to check (default per target)")
+    args = parser.parse_args(argv)
+    results: list[Resolution] = []
+    errors: list[str] = []
+    for name in args.target or list(TARGETS):
+        for version in args.python_version or DEFAULT_PYTHONS[name]:
+            try:
+                results.append(resolve(name, version))
+            except ResolutionError as exc:
+                errors.append(str(exc))
+                if exc.registry_unreachable:
+                    print(f"resolve: {exc}", file=sys.stderr)
+                    return 3
+    if args.json:
+        json.dump(
+            {"host": platform.platform(), "resolutions": [r.to_json() for r in results], "errors": errors},
+            sys.stdout,
+            indent=2,
+        )
+        sys.stdout.write("\n")
+    else:
+        for res in results:
+            print(_format_table(res))
+            print()
+        for error in errors:
+            print(f"error: {error}")
+    return 0 if not errors and all(r.ok for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
