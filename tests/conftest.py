@@ -1,0 +1,48 @@
+"""Shared test set-up: isolated user folders, headless Qt, and the real demo models built on demand."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+REPO = Path(__file__).resolve().parent.parent
+RECIPE = REPO / "assets" / "recipes" / "build_demo_models.py"
+MODELS = REPO / "assets" / "models"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Every test gets its own user folders: no test reads or writes the real config, data or cache."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("NPU_STUDIO_HOME", str(home))
+    yield home
+
+
+def _build_demo(only: str) -> None:
+    subprocess.run([sys.executable, str(RECIPE), "--only", only], check=True, cwd=REPO)
+
+
+@pytest.fixture(scope="session")
+def demo_classifier() -> Path:
+    """The real EfficientNet-Lite0 demo model (the recipe is idempotent: a no-op when it is built)."""
+    _build_demo("classifier")
+    return MODELS / "efficientnet-lite0"
+
+
+@pytest.fixture(scope="session")
+def demo_chat_model() -> Path:
+    """The real SmolLM2-135M-Instruct demo model in onnxruntime-genai format."""
+    _build_demo("chat")
+    return MODELS / "smollm2-135m-instruct"
+
+
+@pytest.fixture(scope="session")
+def samples() -> Path:
+    return REPO / "assets" / "samples"
