@@ -1,0 +1,31 @@
+"""The layer rules hold: engines free of Qt, ui free of the runtimes (import-linter contracts)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_import_linter_contracts_are_kept() -> None:
+    exe = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
+    assert exe, "import-linter is a dev dependency"
+    out = subprocess.run([exe, "--no-cache"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "Contracts: 3 kept, 0 broken" in out.stdout
+
+
+def test_engines_source_never_mentions_qt() -> None:
+    pattern = re.compile(r"^\s*(from|import)\s+(PySide6|shiboken6|ui|app)\b", re.MULTILINE)
+    offenders = [p.name for p in (REPO / "engines").rglob("*.py") if pattern.search(p.read_text(encoding="utf-8"))]
+    assert offenders == []
+
+
+def test_ui_source_never_imports_a_runtime() -> None:
+    pattern = re.compile(r"^\s*(from|import)\s+onnxruntime", re.MULTILINE)
+    offenders = [p.name for p in (REPO / "ui").rglob("*.py") if pattern.search(p.read_text(encoding="utf-8"))]
+    assert offenders == []
