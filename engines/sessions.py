@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engines import failures, runtime
+from engines import compiled_cache, failures, runtime
+from engines.compiled_cache import CacheOutcome, CompiledModelCache, ProgressCallback
 from engines.devices import DML_EP, QNN_EP, DiscoveryReport, discover
 from engines.errors import DeviceUnavailableError, ModelError, PlacementError, StudioError
 from engines.types import CPU_EP, EP_DEVICE_TYPE, DeviceChoice, DeviceType, Placement, Policy, short_ep_name
@@ -68,6 +69,7 @@ class VerifiedSession:
     create_seconds: float
     model_path: Path
     plan: Plan
+    cache: CacheOutcome | None = None  # set when create_session was given a compiled-model cache
 
 
 def default_ep_options(ep: str, settings: SessionSettings) -> dict[str, str]:
@@ -283,8 +285,14 @@ def create_session(
     choice: DeviceChoice,
     settings: SessionSettings | None = None,
     report: DiscoveryReport | None = None,
+    *,
+    cache: CompiledModelCache | None = None,
+    on_progress: ProgressCallback | None = None,
 ) -> VerifiedSession:
     """Create an InferenceSession for `choice` and verify where it runs.
+
+    With `cache`, EPs that compile (QNN) load a compiled context model from it, compiling and storing
+    it on the first load (`on_progress` hears about that); `VerifiedSession.cache` says what happened.
 
     Raises DeviceUnavailableError (strict, device missing), PlacementError (strict, the device did not
     take the whole graph), ModelError or SessionCreationError (native failures, explained).
@@ -295,14 +303,14 @@ def create_session(
     report = report or discover()
     plan = plan_session(choice, settings, report)
     so = build_session_options(plan, settings)
-    ort = runtime.ort()
     target = plan.target_eps[0] if plan.target_eps else ""
+    outcome: CacheOutcome | None = None
     started = time.perf_counter()
     try:
-        if plan.mode == "providers":
-            session = ort.InferenceSession(str(path), sess_options=so, providers=plan.providers)
+        if cache is None:
+            session = _open_session(path, plan, settings, so)
         else:
-            session = ort.InferenceSession(str(path), sess_options=so)
+            session, outcome = _open_through_cache(cache, path, plan, settings, report, so, on_progress)
     except Exception as exc:
         err = failures.explain(exc, target)
         if plan.disable_cpu_fallback and "explicitly disabled" in str(exc):
@@ -311,12 +319,93 @@ def create_session(
     elapsed = time.perf_counter() - started
     placement = verify(session, plan, choice)
     log.info("session %s on %s in %.2fs: %s", path.name, choice.describe(), elapsed, placement.badge())
+    if outcome is not None:
+        log.info("compiled-model cache: %s", outcome.summary())
     if choice.strict and placement.fell_back:
         raise PlacementError(
             f"Strict mode: {placement.reason}",
             "Turn strict mode off to allow the fallback, or choose the device that ran it.",
         )
-    return VerifiedSession(session, placement, elapsed, path, plan)
+    return VerifiedSession(session, placement, elapsed, path, plan, cache=outcome)
+
+
+def _open_session(path: Path, plan: Plan, settings: SessionSettings, so: Any = None) -> Any:
+    ort = runtime.ort()
+    so = so if so is not None else build_session_options(plan, settings)
+    if plan.mode == "providers":
+        return ort.InferenceSession(str(path), sess_options=so, providers=plan.providers)
+    return ort.InferenceSession(str(path), sess_options=so)
+
+
+def cache_target_ep(plan: Plan) -> str:
+    """The EP whose compiled model the cache would hold ("" when ONNX Runtime picks the device)."""
+    accelerated = [ep for ep in plan.target_eps if ep != CPU_EP]
+    return accelerated[0] if accelerated else (CPU_EP if plan.target_eps else "")
+
+
+def _plan_options(plan: Plan, ep: str) -> dict[str, str]:
+    if plan.mode == "devices":
+        return dict(plan.ep_options)
+    for provider in plan.providers:
+        if isinstance(provider, tuple) and provider[0] == ep:
+            return {str(k): str(v) for k, v in dict(provider[1]).items()}
+    return {}
+
+
+def compile_context_model(source: Path, out: Path, plan: Plan, settings: SessionSettings) -> None:
+    """Write an EPContext model for the plan's device to `out` (ModelCompiler where the build has it,
+    else the `ep.context_*` session config entries)."""
+    ort = runtime.ort()
+    so = build_session_options(plan, settings)
+    compiler = getattr(ort, "ModelCompiler", None)
+    if compiler is not None:
+        if plan.mode == "providers":
+            for provider in plan.providers:
+                if isinstance(provider, tuple) and provider[0] != CPU_EP:
+                    so.add_provider(provider[0], dict(provider[1]))
+        flags = getattr(getattr(ort, "OrtCompileApiFlags", None), "ERROR_IF_NO_NODES_COMPILED", 0)
+        compiler(so, str(source), embed_compiled_data_into_model=False, flags=flags).compile_to_file(str(out))
+        return
+    so.add_session_config_entry("ep.context_enable", "1")
+    so.add_session_config_entry("ep.context_file_path", str(out))
+    so.add_session_config_entry("ep.context_embed_mode", "0")
+    _open_session(source, plan, settings, so)
+
+
+def _open_through_cache(
+    cache: CompiledModelCache,
+    path: Path,
+    plan: Plan,
+    settings: SessionSettings,
+    report: DiscoveryReport,
+    so: Any,
+    on_progress: ProgressCallback | None,
+) -> tuple[Any, CacheOutcome]:
+    ep = cache_target_ep(plan)
+    if not compiled_cache.needs_cache(ep):
+        started = time.perf_counter()
+        session = _open_session(path, plan, settings, so)
+        if ep:
+            note = f"{short_ep_name(ep)} runs the ONNX model directly; there is nothing to compile or cache."
+        else:
+            note = "ONNX Runtime chooses the device itself with this policy; the compiled-model cache is not used."
+        outcome = CacheOutcome("not-needed" if ep else "unavailable", ep=ep, notices=[note])
+        outcome.load_seconds = time.perf_counter() - started
+        return session, outcome
+    ep_version, driver = compiled_cache.ep_version_for(ep, report)
+    options = {**_plan_options(plan, ep), "session.graph_optimization": settings.graph_optimization}
+    key = cache.key_for(
+        path, ep, ep_version=ep_version, ort_version=runtime.version(), driver_version=driver, options=options
+    )
+    return compiled_cache.load_through_cache(
+        cache,
+        key,
+        path,
+        open_model=lambda model: _open_session(model, plan, settings),
+        compile_into=lambda out: compile_context_model(path, out, plan, settings),
+        explain=lambda exc: failures.explain(exc, ep).message,
+        on_progress=on_progress,
+    )
 
 
 def is_studio_error(exc: BaseException) -> bool:
