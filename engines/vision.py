@@ -16,6 +16,7 @@ import numpy as np
 from engines import runtime
 from engines.errors import CancelledError, InputContractError, ModelError, StudioError
 from engines.images import Preprocess, preprocess
+from engines.model_safety import inspect_onnx, safe_child
 from engines.sessions import SessionSettings, VerifiedSession, create_session
 from engines.types import CPU_EP, CancelToken, Classification, ClassScore, DeviceChoice, Placement
 
@@ -38,6 +39,7 @@ class ClassifierSpec:
     output_kind: str = "logits"  # or "probabilities"
     name: str = ""
     quantized: bool = False
+    declared_bytes: int | None = None  # the model file's size in the manifest
 
     @classmethod
     def from_folder(cls, folder: str | os.PathLike[str]) -> ClassifierSpec:
@@ -50,16 +52,16 @@ class ClassifierSpec:
         try:
             manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
             spec = manifest["classifier"]
-            model_file = next(
-                (f["path"] for f in manifest.get("files", []) if str(f["path"]).endswith(".onnx")), "model.onnx"
+            model_entry = next(
+                (f for f in manifest.get("files", []) if str(f["path"]).endswith(".onnx")), {"path": "model.onnx"}
             )
+            model_file = str(model_entry["path"])
+            declared = model_entry.get("size")
             labels_file = root / str(spec.get("labels", "labels.txt"))
             pre = Preprocess.from_manifest(spec)
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise ModelError(f"The manifest in {root} is not valid: {exc}", "Re-import or rebuild the model.") from exc
-        model_path = (root / model_file).resolve()
-        if root.resolve() not in model_path.parents:
-            raise ModelError(f"The manifest in {root} points outside its folder.", "Re-import the model.")
+        model_path = safe_child(root, model_file, f"The manifest in {root}")
         return cls(
             model_path=model_path,
             labels=read_labels(labels_file),
@@ -69,6 +71,7 @@ class ClassifierSpec:
             output_kind=str(spec.get("output_kind", "logits")),
             name=str(manifest.get("name", root.name)),
             quantized=str(manifest.get("precision", "fp32")).startswith("qdq"),
+            declared_bytes=int(declared) if isinstance(declared, int) else None,
         )
 
 
@@ -212,6 +215,8 @@ class ImageClassifier:
         self.spec = spec
         self.choice = choice
         settings = settings or SessionSettings(quantized_model=spec.quantized)
+        if session is None:
+            inspect_onnx(spec.model_path, spec.declared_bytes)  # before any native code sees the file
         self.verified = session or create_session(spec.model_path, choice, settings)
         self.session = self.verified.session
         self.contract = check_contract(self.session, spec)

@@ -1,0 +1,152 @@
+"""Checks on an untrusted ONNX file before any native code loads it.
+
+A model from the internet can point its external data anywhere on disk (`../../secrets`, an absolute
+path, a symlink out of its folder), claim to be small and be huge, or depend on custom operator
+libraries. NPU Studio refuses all of these with a clear message; it never loads a library that a model
+folder names.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import Any
+
+from engines.errors import ModelError
+
+# Operator domains ONNX Runtime implements itself; anything else needs a custom-op library.
+KNOWN_DOMAINS = {
+    "",
+    "ai.onnx",
+    "ai.onnx.ml",
+    "com.microsoft",
+    "com.microsoft.nchwc",
+    "ai.onnx.training",
+    "ai.onnx.preview.training",
+    "com.ms.internal.nhwc",
+    "com.microsoft.experimental",
+    "com.microsoft.dml",
+    "com.qualcomm",
+}
+# A declared size is a promise: a file this much larger than declared is refused.
+SIZE_TOLERANCE = 1.10
+
+
+@dataclass(frozen=True)
+class ModelFiles:
+    """What an ONNX model consists of on disk."""
+
+    model: Path
+    external_files: tuple[Path, ...]
+    total_bytes: int
+    custom_domains: tuple[str, ...]
+
+
+def _graphs(graph: Any) -> Iterator[Any]:
+    yield graph
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.HasField("g"):
+                yield from _graphs(attr.g)
+            for sub in attr.graphs:
+                yield from _graphs(sub)
+
+
+def _tensors(model: Any) -> Iterator[Any]:
+    for graph in _graphs(model.graph):
+        yield from graph.initializer
+        yield from (t.values for t in graph.sparse_initializer)
+        for node in graph.node:
+            for attr in node.attribute:
+                if attr.HasField("t"):
+                    yield attr.t
+                yield from attr.tensors
+
+
+def safe_child(root: Path, relative: str, what: str) -> Path:
+    """`relative` resolved inside `root`, or a ModelError: no absolute paths, no `..`, no symlink out."""
+    if not relative or "\x00" in relative:
+        raise ModelError(f"{what} has an empty or invalid file name.", "The model folder is damaged or unsafe.")
+    if (
+        PurePosixPath(relative).is_absolute()
+        or PureWindowsPath(relative).is_absolute()
+        or PureWindowsPath(relative).drive
+    ):
+        raise ModelError(
+            f"{what} points to an absolute path ({relative}).",
+            "Only files inside the model's own folder are allowed; this model folder is unsafe.",
+        )
+    parts = PureWindowsPath(relative).parts
+    if ".." in parts:
+        raise ModelError(
+            f"{what} points outside the model's folder ({relative}).",
+            "Only files inside the model's own folder are allowed; this model folder is unsafe.",
+        )
+    path = root / relative
+    real_root = root.resolve()
+    real = path.resolve()
+    if real != real_root and real_root not in real.parents:
+        raise ModelError(
+            f"{what} is a link to a file outside the model's folder ({relative} -> {real}).",
+            "Only files inside the model's own folder are allowed; this model folder is unsafe.",
+        )
+    return path
+
+
+def inspect_onnx(model_path: Path, declared_bytes: int | None = None) -> ModelFiles:
+    """Read the model's structure (not its weights) and check every file it refers to."""
+    try:
+        import onnx
+    except ImportError:  # pragma: no cover - onnx is a runtime dependency
+        raise ModelError("The onnx package is missing.", "Reinstall NPU Studio.") from None
+    model_path = Path(model_path)
+    if not model_path.is_file():
+        raise ModelError(f"Model file not found: {model_path}", "Build the demo models or import the model again.")
+    size = model_path.stat().st_size
+    if declared_bytes is not None and size > declared_bytes * SIZE_TOLERANCE:
+        raise ModelError(
+            f"{model_path.name} is {size:,} bytes but its manifest declares {declared_bytes:,}.",
+            "The file was changed or replaced; re-import the model from its source.",
+        )
+    try:
+        model = onnx.load(str(model_path), load_external_data=False)
+    except Exception as exc:
+        raise ModelError(
+            f"{model_path.name} is not a valid ONNX model ({type(exc).__name__}).",
+            "Rebuild or re-import the model; check the file is complete.",
+        ) from exc
+    root = model_path.parent
+    external: dict[Path, int] = {}
+    for tensor in _tensors(model):
+        if tensor.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        info = {entry.key: entry.value for entry in tensor.external_data}
+        what = f"External data of tensor '{tensor.name}'"
+        path = safe_child(root, info.get("location", ""), what)
+        if not path.is_file():
+            raise ModelError(f"{what} is missing ({info.get('location')}).", "Copy the whole model folder.")
+        file_size = path.stat().st_size
+        end = int(info.get("offset", 0) or 0) + int(info.get("length", 0) or 0)
+        if end > file_size:
+            raise ModelError(
+                f"{what} reaches byte {end:,} but {path.name} has only {file_size:,} bytes (truncated).",
+                "Copy the whole model folder again.",
+            )
+        external[path] = file_size
+    total = size + sum(external.values())
+    domains = sorted({n.domain for g in _graphs(model.graph) for n in g.node} - KNOWN_DOMAINS)
+    local_functions = {f.domain for f in model.functions}
+    custom = tuple(d for d in domains if d not in local_functions)
+    if custom:
+        raise ModelError(
+            f"{model_path.name} uses custom operators ({', '.join(custom)}) that need an extra native library.",
+            "NPU Studio never loads libraries named by a model; use a model made of standard ONNX operators.",
+        )
+    return ModelFiles(model_path, tuple(external), total, custom)
+
+
+def folder_is_inside(path: Path, root: Path) -> bool:
+    real, real_root = Path(os.path.realpath(path)), Path(os.path.realpath(root))
+    return real == real_root or real_root in real.parents

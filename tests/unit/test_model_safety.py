@@ -1,0 +1,128 @@
+"""Untrusted ONNX files are checked before any native load: external data, sizes, custom operators."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from engines.errors import ModelError
+from engines.model_safety import inspect_onnx, safe_child
+from engines.types import DeviceChoice
+from engines.vision import ImageClassifier
+from tests.unit.tiny_models import colour_classifier
+
+
+def _external_model(folder: Path, location: str, data_size: int = 4096) -> Path:
+    """A model whose one initializer lives in an external file named `location`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    weights = numpy_helper.from_array(np.ones(data_size // 4, dtype=np.float32), "w")
+    weights.ClearField("raw_data")
+    weights.data_location = TensorProto.EXTERNAL
+    for key, value in {"location": location, "offset": "0", "length": str(data_size)}.items():
+        entry = weights.external_data.add()
+        entry.key, entry.value = key, value
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "w"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [data_size // 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [data_size // 4])],
+        [weights],
+    )
+    path = folder / "model.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_external_data_inside_the_folder_is_accepted(tmp_path: Path) -> None:
+    model = _external_model(tmp_path / "m", "weights.bin")
+    (tmp_path / "m" / "weights.bin").write_bytes(b"\0" * 4096)
+    files = inspect_onnx(model)
+    assert files.external_files == (tmp_path / "m" / "weights.bin",)
+    assert files.total_bytes == model.stat().st_size + 4096
+
+
+@pytest.mark.parametrize(
+    ("location", "expected"),
+    [
+        ("../outside.bin", "points outside the model's folder"),
+        ("sub/../../outside.bin", "points outside the model's folder"),
+        ("/etc/passwd", "absolute path"),
+        ("C:\\Windows\\system.ini", "absolute path"),
+        ("..\\outside.bin", "points outside the model's folder"),
+    ],
+)
+def test_external_data_escaping_the_folder_is_refused(tmp_path: Path, location: str, expected: str) -> None:
+    (tmp_path / "outside.bin").write_bytes(b"\0" * 4096)
+    model = _external_model(tmp_path / "m", location)
+    with pytest.raises(ModelError) as caught:
+        inspect_onnx(model)
+    assert expected in caught.value.message
+    assert "unsafe" in caught.value.hint
+
+
+def test_a_symlink_out_of_the_folder_is_refused(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.bin"
+    secret.write_bytes(b"\0" * 4096)
+    model = _external_model(tmp_path / "m", "weights.bin")
+    os.symlink(secret, tmp_path / "m" / "weights.bin")
+    with pytest.raises(ModelError, match="link to a file outside"):
+        inspect_onnx(model)
+
+
+def test_missing_and_truncated_external_data(tmp_path: Path) -> None:
+    model = _external_model(tmp_path / "m", "weights.bin")
+    with pytest.raises(ModelError, match="is missing"):
+        inspect_onnx(model)
+    (tmp_path / "m" / "weights.bin").write_bytes(b"\0" * 100)
+    with pytest.raises(ModelError, match="truncated"):
+        inspect_onnx(model)
+
+
+def test_a_model_far_larger_than_declared_is_refused(tmp_path: Path) -> None:
+    folder = colour_classifier(tmp_path / "m")
+    size = (folder / "model.onnx").stat().st_size
+    inspect_onnx(folder / "model.onnx", declared_bytes=size)
+    with pytest.raises(ModelError, match="manifest declares"):
+        inspect_onnx(folder / "model.onnx", declared_bytes=size // 10)
+
+
+def test_custom_operator_domains_are_refused(tmp_path: Path) -> None:
+    graph = helper.make_graph(
+        [helper.make_node("Evil", ["x"], ["y"], domain="com.example.customops")],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example.customops", 1)]
+    )
+    path = tmp_path / "custom.onnx"
+    onnx.save(model, path)
+    with pytest.raises(ModelError, match=r"custom operators \(com.example.customops\)"):
+        inspect_onnx(path)
+
+
+def test_the_classifier_checks_before_loading(tmp_path: Path) -> None:
+    folder = colour_classifier(tmp_path / "m")
+    manifest = (
+        (folder / "manifest.json").read_text().replace('{"path": "model.onnx"}', '{"path": "model.onnx", "size": 10}')
+    )
+    (folder / "manifest.json").write_text(manifest)
+    with pytest.raises(ModelError, match="manifest declares"):
+        ImageClassifier.from_folder(folder, DeviceChoice.parse("cpu"))
+    escaping = (folder / "manifest.json").read_text().replace('"path": "model.onnx", "size": 10', '"path": "../x.onnx"')
+    (folder / "manifest.json").write_text(escaping)
+    with pytest.raises(ModelError, match="points outside"):
+        ImageClassifier.from_folder(folder, DeviceChoice.parse("cpu"))
+
+
+def test_safe_child_accepts_nested_files(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    assert safe_child(tmp_path, "a/b.bin", "x") == tmp_path / "a" / "b.bin"
+    with pytest.raises(ModelError):
+        safe_child(tmp_path, "", "x")
