@@ -46,3 +46,6 @@ def demo_chat_model() -> Path:
 @pytest.fixture(scope="session")
 def samples() -> Path:
     return REPO / "assets" / "samples"
+
+
+from fixtures.tiny_llm import tiny_llm  # noqa: E402, F401  (the tiny genai chat model, built once)

@@ -1,0 +1,490 @@
+"""Chat model folders: validation before any native load, and the onnxruntime-genai provider setup.
+
+A genai folder is data from somewhere else. Before `og.Config` / `og.Model` see it, every file its
+`genai_config.json` names must exist *inside* the folder (no absolute paths, no `..`, no symlink
+out), the tokenizer and a chat template must be there, and the config may not ask to load native
+libraries (custom ops, EP plugins): a model folder never decides which code runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import Any
+
+from engines import failures, runtime
+from engines.errors import DeviceUnavailableError, ModelError, StudioError
+from engines.model_safety import inspect_onnx
+from engines.types import CPU_EP, DeviceChoice, DeviceType, Placement, Policy, short_ep_name
+
+log = logging.getLogger(__name__)
+
+GENAI_CONFIG = "genai_config.json"
+TOKENIZER_JSON = "tokenizer.json"
+TOKENIZER_CONFIG = "tokenizer_config.json"
+CHAT_TEMPLATE_FILE = "chat_template.jinja"
+
+QNN_EP = "QNNExecutionProvider"
+DML_EP = "DmlExecutionProvider"
+
+# EP name -> the provider name onnxruntime-genai's `append_provider` takes (older builds, such as
+# the 0.13 DirectML one, know only the short names).
+GENAI_PROVIDER_NAMES: Mapping[str, str] = {
+    QNN_EP: "qnn",
+    DML_EP: "dml",
+    "CUDAExecutionProvider": "cuda",
+    "WebGpuExecutionProvider": "webgpu",
+    "OpenVINOExecutionProvider": "OpenVINO",
+    "VitisAIExecutionProvider": "VitisAI",
+    "NvTensorRTRTXExecutionProvider": "NvTensorRtRtx",
+}
+_EP_BY_LOWER_SHORT = {short_ep_name(ep).lower(): ep for ep in GENAI_PROVIDER_NAMES} | {
+    "cpu": CPU_EP,
+    "nvtensorrtrtx": "NvTensorRTRTXExecutionProvider",
+}
+
+# Which EPs can serve a device type for chat, best first.
+_CANDIDATES: Mapping[DeviceType, tuple[str, ...]] = {
+    DeviceType.NPU: (QNN_EP, "OpenVINOExecutionProvider", "VitisAIExecutionProvider"),
+    DeviceType.GPU: (DML_EP, "CUDAExecutionProvider", "WebGpuExecutionProvider"),
+}
+
+# QNN backends are libraries too; only the well-known ones, by bare name, are accepted from a config.
+_QNN_BACKENDS = frozenset({"qnnhtp.dll", "qnncpu.dll", "qnngpu.dll", "libqnnhtp.so", "libqnncpu.so", "libqnngpu.so"})
+
+
+@dataclass(frozen=True)
+class ModelFolder:
+    """A genai model folder that passed validation."""
+
+    path: Path
+    model_type: str
+    context_length: int
+    default_max_length: int  # search.max_length from the config, capped by context_length
+    files: tuple[str, ...]  # files the config (and its ONNX models) reference, relative to path
+    config_providers: tuple[str, ...]  # EP names the config asks for, in order
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+
+# --------------------------------------------------------------------------------------------
+# Folder validation
+# --------------------------------------------------------------------------------------------
+
+
+def validate_model_folder(folder: str | Path) -> ModelFolder:
+    """Check a genai folder without loading anything native. Each problem is its own ModelError."""
+    path = Path(folder).expanduser()
+    if not path.exists():
+        raise ModelError(f"Model folder not found: {path}.", "Check the path, or pick a model folder that exists.")
+    if not path.is_dir():
+        raise ModelError(
+            f"{path} is a file, not a model folder.",
+            "Pass the folder that contains genai_config.json, not a file inside it.",
+        )
+    root = path.resolve()
+    config_path = root / GENAI_CONFIG
+    if not config_path.exists():
+        raise ModelError(
+            f"{path} is not an onnxruntime-genai model folder: {GENAI_CONFIG} is missing.",
+            "Pick a folder made by the onnxruntime-genai model builder (it holds genai_config.json, "
+            "model.onnx and the tokenizer files).",
+        )
+    _inside(root, GENAI_CONFIG, "the genai config")
+    config = _read_json(config_path, GENAI_CONFIG)
+    if not isinstance(config, dict) or not isinstance(config.get("model"), dict):
+        raise ModelError(
+            f'{GENAI_CONFIG} in {path} has no "model" section.',
+            "The file is not an onnxruntime-genai config; rebuild the folder with the model builder.",
+        )
+    _refuse_libraries(config)
+    model = config["model"]
+    decoder = model.get("decoder")
+    if not isinstance(decoder, dict) or not isinstance(decoder.get("filename"), str):
+        raise ModelError(
+            f"{GENAI_CONFIG} in {path} does not name the decoder model (model.decoder.filename).",
+            "Rebuild the folder with the onnxruntime-genai model builder.",
+        )
+    context_length = model.get("context_length")
+    if not isinstance(context_length, int) or isinstance(context_length, bool) or context_length < 2:
+        raise ModelError(
+            f"{GENAI_CONFIG} in {path} has no valid model.context_length (found {context_length!r}).",
+            "Rebuild the folder with the onnxruntime-genai model builder.",
+        )
+    search = config.get("search") if isinstance(config.get("search"), dict) else {}
+    max_length = search.get("max_length") if isinstance(search, dict) else None
+    if not isinstance(max_length, int) or isinstance(max_length, bool) or max_length < 2:
+        max_length = context_length
+
+    files: list[str] = []
+    for key_path, name in _referenced_files(config):
+        _inside(root, name, f"the file named by {key_path}")
+        files.append(name)
+        if name.lower().endswith(".onnx"):
+            for external in inspect_onnx(root / name).external_files:
+                files.append(external.relative_to(root).as_posix())
+
+    for required in (TOKENIZER_JSON, TOKENIZER_CONFIG):
+        if not (root / required).exists():
+            raise ModelError(
+                f"The model folder {path} has no {required}.",
+                "Copy the tokenizer files next to genai_config.json (the model builder writes them).",
+            )
+        _inside(root, required, "the tokenizer")
+    tokenizer_config = _read_json(root / TOKENIZER_CONFIG, TOKENIZER_CONFIG)
+    if not _has_chat_template(root, tokenizer_config):
+        raise ModelError(
+            f"The model in {path} has no chat template ({CHAT_TEMPLATE_FILE}, or chat_template in {TOKENIZER_CONFIG}).",
+            "Add the model's chat template as chat_template.jinja; NPU Studio does not guess templates.",
+        )
+    return ModelFolder(
+        path=root,
+        model_type=str(model.get("type", "")),
+        context_length=context_length,
+        default_max_length=min(max_length, context_length),
+        files=tuple(dict.fromkeys(files)),
+        config_providers=tuple(_config_providers(config)),
+    )
+
+
+def _read_json(file: Path, name: str) -> Any:
+    try:
+        text = file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ModelError(f"{name} is not UTF-8 text ({exc.reason}).", "The file is damaged; rebuild it.") from exc
+    except OSError as exc:
+        raise ModelError(f"{name} could not be read: {exc.strerror or exc}.", "Check the file's permissions.") from exc
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ModelError(
+            f"{name} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}).",
+            "The file is damaged or was edited by hand; fix it or rebuild the model folder.",
+        ) from exc
+
+
+def _inside(root: Path, name: object, what: str) -> Path:
+    """The file `name` (from a config) as a path inside `root`; a ModelError otherwise."""
+    if not isinstance(name, str) or not name.strip():
+        raise ModelError(f"The model config names {what} with an empty or non-text value ({name!r}).")
+    if "\x00" in name:
+        raise ModelError(f"The model config names {what} with a NUL character in it.")
+    posix = PurePosixPath(name.replace("\\", "/"))
+    if posix.is_absolute() or PureWindowsPath(name).is_absolute() or PureWindowsPath(name).drive:
+        raise ModelError(
+            f"The model config names {what} with an absolute path ({name}); files must be inside the model folder.",
+            "Use a path relative to the model folder.",
+        )
+    if ".." in posix.parts:
+        raise ModelError(
+            f"The model config names {what} with '..' ({name}); files must be inside the model folder.",
+            "Use a path relative to the model folder, without '..'.",
+        )
+    target = root / posix
+    resolved = target.resolve()
+    if not resolved.is_relative_to(root):
+        raise ModelError(
+            f"{name} ({what}) is a link to {resolved}, outside the model folder.",
+            "Copy the file into the model folder instead of linking to it.",
+        )
+    if not resolved.is_file():
+        raise ModelError(
+            f"The model folder is incomplete: {name} ({what}) is missing.",
+            "Copy the whole model folder again, or rebuild it.",
+        )
+    return resolved
+
+
+def _walk(node: Any, key_path: str = "") -> Iterator[tuple[str, str, Any]]:
+    """Every (dotted path, key, value) in a JSON tree."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            here = f"{key_path}.{key}" if key_path else str(key)
+            yield here, str(key), value
+            yield from _walk(value, here)
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _walk(value, f"{key_path}[{index}]")
+
+
+def _refuse_libraries(config: Any) -> None:
+    for key_path, key, value in _walk(config):
+        lowered = key.lower()
+        if "library" in lowered or lowered in {"custom_ops", "ep_library", "plugin_path"}:
+            raise ModelError(
+                f"{GENAI_CONFIG} asks to load a native library ({key_path}); NPU Studio never loads "
+                "libraries named by a model folder.",
+                f"Remove {key} from the config; custom operators and EP plugins are not supported.",
+            )
+        if lowered == "backend_path" and (
+            not isinstance(value, str) or "/" in value or "\\" in value or value.lower() not in _QNN_BACKENDS
+        ):
+            raise ModelError(
+                f"{GENAI_CONFIG} names a device backend library NPU Studio does not load ({key_path} = {value!r}).",
+                "Remove backend_path from the config; NPU Studio picks the QNN backend itself.",
+            )
+
+
+def _referenced_files(config: Any) -> Iterator[tuple[str, str]]:
+    for key_path, key, value in _walk(config):
+        if key == "filename" or key.endswith("_filename"):
+            yield key_path, value
+        elif key == "filenames" and isinstance(value, list):
+            for index, item in enumerate(value):
+                yield f"{key_path}[{index}]", item
+
+
+def _has_chat_template(root: Path, tokenizer_config: Any) -> bool:
+    template_file = root / CHAT_TEMPLATE_FILE
+    if template_file.exists():
+        _inside(root, CHAT_TEMPLATE_FILE, "the chat template")
+        try:
+            return bool(template_file.read_text(encoding="utf-8").strip())
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ModelError(f"{CHAT_TEMPLATE_FILE} could not be read: {exc}.", "Rebuild the model folder.") from exc
+    template = tokenizer_config.get("chat_template") if isinstance(tokenizer_config, dict) else None
+    return isinstance(template, str) and bool(template.strip())
+
+
+def ep_from_genai_name(name: str) -> str:
+    """`qnn`, `QNN` or `QNNExecutionProvider` -> `QNNExecutionProvider`; unknown names pass through."""
+    key = name.lower().removesuffix("executionprovider")
+    return _EP_BY_LOWER_SHORT.get(key, name)
+
+
+def _config_providers(config: Any) -> list[str]:
+    found: list[str] = []
+    for _, key, value in _walk(config):
+        if key == "provider_options" and isinstance(value, list):
+            for entry in value:
+                if isinstance(entry, dict):
+                    found.extend(ep_from_genai_name(str(name)) for name in entry)
+    return list(dict.fromkeys(found))
+
+
+# --------------------------------------------------------------------------------------------
+# Providers: what to ask onnxruntime-genai for
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProviderPlan:
+    """How the model will be configured: one EP (or the folder's own list), or a CPU fallback."""
+
+    requested: str  # DeviceChoice.describe()
+    ep: str  # the EP configured; CPU_EP for the CPU
+    from_config: bool = False  # keep the providers written in genai_config.json
+    options: tuple[tuple[str, str], ...] = ()
+    fell_back: bool = False
+    reason: str = ""
+    wanted_type: DeviceType | None = None
+    asked_eps: tuple[str, ...] = ()  # what was asked for, before any fallback
+
+    def placement(self) -> Placement:
+        return Placement(
+            requested=self.requested,
+            requested_eps=self.asked_eps or (self.ep,),
+            active_eps=(self.ep,),
+            fell_back=self.fell_back,
+            reason=self.reason,
+            wanted_type=self.wanted_type,
+        )
+
+    def to_cpu(self, reason: str) -> ProviderPlan:
+        return ProviderPlan(
+            self.requested,
+            CPU_EP,
+            fell_back=True,
+            reason=reason,
+            wanted_type=self.wanted_type,
+            asked_eps=self.asked_eps or (self.ep,),
+        )
+
+
+def available_providers() -> frozenset[str]:
+    """EPs this build offers: ONNX Runtime's list plus an installed plugin EP (onnxruntime-qnn)."""
+    providers = {str(p) for p in runtime.ort().get_available_providers()}
+    if runtime.qnn_plugin() is not None:
+        providers.add(QNN_EP)
+    return frozenset(providers)
+
+
+def missing_reason(ep: str) -> str:
+    """Why this build cannot serve `ep`, in plain words."""
+    short = short_ep_name(ep)
+    if ep == QNN_EP:
+        return (
+            "The Qualcomm NPU (QNN) needs the Windows on ARM64 build of NPU Studio with onnxruntime-qnn; "
+            "this build does not have it."
+        )
+    if ep == DML_EP:
+        return "DirectML (GPU) needs the Windows x64 build of NPU Studio; this build does not have it."
+    if ep not in GENAI_PROVIDER_NAMES and ep != CPU_EP:
+        return f"onnxruntime-genai cannot run chat models on {short}."
+    return f"{short} is not part of this build."
+
+
+def plan_providers(folder: ModelFolder, choice: DeviceChoice, available: frozenset[str]) -> ProviderPlan:
+    """Turn a DeviceChoice into a ProviderPlan. Strict: a DeviceUnavailableError when the build cannot
+    serve the request; otherwise a plan that falls back to the CPU and says why."""
+    requested = choice.describe()
+    wanted = choice.wanted_type
+
+    def usable(ep: str) -> bool:
+        return ep == CPU_EP or (ep in GENAI_PROVIDER_NAMES and ep in available)
+
+    def unavailable(ep: str, reason: str) -> ProviderPlan:
+        if choice.strict:
+            raise DeviceUnavailableError(
+                f"{short_ep_name(ep)} is not available for chat: {reason}",
+                "Turn strict mode off to run on the CPU instead, or pick another device.",
+            )
+        return ProviderPlan(requested, CPU_EP, fell_back=True, reason=reason, wanted_type=wanted, asked_eps=(ep,))
+
+    if choice.ep is not None:
+        if choice.ep == CPU_EP:
+            return ProviderPlan(requested, CPU_EP, wanted_type=wanted)
+        if not usable(choice.ep):
+            return unavailable(choice.ep, missing_reason(choice.ep))
+        return ProviderPlan(requested, choice.ep, options=choice.ep_options, wanted_type=wanted)
+    if choice.policy == Policy.CPU_ONLY:
+        return ProviderPlan(requested, CPU_EP, wanted_type=wanted)
+    if choice.policy == Policy.AUTO:
+        eps = [ep for ep in folder.config_providers if ep != CPU_EP]
+        missing = [ep for ep in eps if not usable(ep)]
+        if missing:
+            reason = f"the model asks for {short_ep_name(missing[0])}. {missing_reason(missing[0])}"
+            return unavailable(missing[0], reason)
+        return ProviderPlan(requested, eps[0] if eps else CPU_EP, from_config=True, wanted_type=wanted)
+    order = {
+        Policy.PREFER_NPU: (DeviceType.NPU,),
+        Policy.MAX_EFFICIENCY: (DeviceType.NPU,),
+        Policy.PREFER_GPU: (DeviceType.GPU,),
+        Policy.MAX_PERFORMANCE: (DeviceType.GPU, DeviceType.NPU),
+    }[choice.policy]
+    for device_type in order:
+        for ep in _CANDIDATES[device_type]:
+            if usable(ep):
+                return ProviderPlan(requested, ep, options=choice.ep_options, wanted_type=wanted)
+    first = _CANDIDATES[order[0]][0]
+    what = " or ".join(t.value for t in order)
+    reason = f"no {what} provider for chat in this build. {missing_reason(first)}"
+    if choice.strict:
+        raise DeviceUnavailableError(
+            f"No {what} is available for chat: {missing_reason(first)}",
+            "Turn strict mode off to run on the CPU instead, or pick another device.",
+        )
+    return ProviderPlan(requested, CPU_EP, fell_back=True, reason=reason, wanted_type=wanted, asked_eps=(first,))
+
+
+# --------------------------------------------------------------------------------------------
+# The onnxruntime-genai boundary
+# --------------------------------------------------------------------------------------------
+
+_og_override: Any = None
+_registered_plugins: dict[str, str] = {}
+_plugin_lock = threading.Lock()
+
+
+def genai() -> Any:
+    """The onnxruntime_genai module (a test fake when one is installed with `use_fake_genai`)."""
+    if _og_override is not None:
+        return _og_override
+    return importlib.import_module("onnxruntime_genai")
+
+
+def use_fake_genai(module: Any) -> None:
+    """Install a fake onnxruntime_genai (tests); `None` restores the real one."""
+    global _og_override
+    _og_override = module
+    with _plugin_lock:
+        _registered_plugins.clear()
+
+
+def register_qnn_plugin(og: Any) -> str:
+    """Register the onnxruntime-qnn plugin library with onnxruntime-genai, once per process.
+
+    Returns the HTP backend path to pass as `backend_path` ("" when the plugin is not installed)."""
+    plugin = runtime.qnn_plugin()
+    if plugin is None:
+        return ""
+    ep_name = str(getattr(plugin, "get_ep_name", lambda: QNN_EP)())
+    register = getattr(og, "register_execution_provider_library", None)
+    with _plugin_lock:
+        if ep_name not in _registered_plugins and register is not None:
+            library = str(plugin.get_library_path())
+            register(ep_name, library)
+            _registered_plugins[ep_name] = library
+            log.info("registered %s with onnxruntime-genai from %s", ep_name, library)
+    get_htp = getattr(plugin, "get_qnn_htp_path", None)
+    return str(get_htp()) if get_htp is not None else ""
+
+
+def configure(og: Any, folder: ModelFolder, plan: ProviderPlan) -> Any:
+    """An og.Config for `folder` with the plan's providers applied."""
+    try:
+        config = og.Config(str(folder.path))
+    except Exception as exc:
+        raise ModelError(
+            f"onnxruntime-genai cannot read {GENAI_CONFIG}: {_first_line(exc)}",
+            "The config does not match this onnxruntime-genai version; rebuild the model folder.",
+        ) from exc
+    uses_qnn = plan.ep == QNN_EP or (plan.from_config and QNN_EP in folder.config_providers)
+    backend_path = register_qnn_plugin(og) if uses_qnn else ""
+    if plan.from_config:
+        if backend_path:
+            config.set_provider_option(GENAI_PROVIDER_NAMES[QNN_EP], "backend_path", backend_path)
+        return config
+    config.clear_providers()
+    if plan.ep != CPU_EP:
+        name = GENAI_PROVIDER_NAMES[plan.ep]
+        config.append_provider(name)
+        options = dict(plan.options)
+        if backend_path:
+            options.setdefault("backend_path", backend_path)
+        for key, value in options.items():
+            config.set_provider_option(name, key, value)
+    return config
+
+
+def load_native_model(og: Any, folder: ModelFolder, plan: ProviderPlan, strict: bool) -> tuple[Any, ProviderPlan]:
+    """og.Model for the plan; on a device failure, a CPU fallback (not strict) or a typed error."""
+    try:
+        return og.Model(configure(og, folder, plan)), plan
+    except ModelError:
+        raise
+    except Exception as exc:
+        error = failures.explain(exc, plan.ep)
+        if plan.ep == CPU_EP:
+            raise _as_model_error(error, exc) from exc
+        log.warning("chat model on %s failed: %s", plan.ep, exc)
+        if strict:
+            raise DeviceUnavailableError(error.message, error.hint) from exc
+        fallback = plan.to_cpu(f"{short_ep_name(plan.ep)} could not load the model: {error.message}")
+    try:
+        return og.Model(configure(og, folder, fallback)), fallback
+    except ModelError:
+        raise
+    except Exception as exc:
+        raise _as_model_error(failures.explain(exc, CPU_EP), exc) from exc
+
+
+def _as_model_error(error: StudioError, exc: BaseException) -> StudioError:
+    if isinstance(error, ModelError):
+        return error
+    return ModelError(
+        f"onnxruntime-genai could not load the model: {_first_line(exc)}",
+        "Check that the folder is complete and built for this onnxruntime-genai version.",
+    )
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return (text.splitlines()[0] if text else type(exc).__name__)[:300]
