@@ -43,9 +43,9 @@ GENAI_PROVIDER_NAMES: Mapping[str, str] = {
     "VitisAIExecutionProvider": "VitisAI",
     "NvTensorRTRTXExecutionProvider": "NvTensorRtRtx",
 }
-_EP_BY_LOWER_SHORT = {short_ep_name(ep).lower(): ep for ep in GENAI_PROVIDER_NAMES} | {
+_EP_BY_LOWER_SHORT = {ep.removesuffix("ExecutionProvider").lower(): ep for ep in GENAI_PROVIDER_NAMES} | {
     "cpu": CPU_EP,
-    "nvtensorrtrtx": "NvTensorRTRTXExecutionProvider",
+    "directml": DML_EP,
 }
 
 # Which EPs can serve a device type for chat, best first.

@@ -48,4 +48,4 @@ def samples() -> Path:
     return REPO / "assets" / "samples"
 
 
-from fixtures.tiny_llm import tiny_llm  # noqa: E402, F401  (the tiny genai chat model, built once)
+from tests.fixtures.tiny_llm import tiny_llm  # noqa: E402, F401  (the tiny genai chat model, built once)
