@@ -1,0 +1,513 @@
+"""The desktop app's composition root: QApplication, theme, settings, storage, the engine hosts and
+the main window, wired together; one excepthook; a staged shutdown.
+
+Start-up order matters: the window is built and shown first (Qt and the UI only); ONNX Runtime and
+the models are loaded afterwards, in the hosts' threads. Shutdown is staged: a close while work is
+running first cancels it and waits (briefly) for the engines to report back, so that a partial answer
+is saved as stopped; then settings are saved, the host threads are stopped and waited for, and the
+store is closed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from PySide6.QtCore import QByteArray, QObject, Qt, QTimer
+from PySide6.QtWidgets import QApplication, QMessageBox
+
+from app import __version__, paths
+from app.hosts import ChatHost, DevicesHost, VisionHost
+from app.settings import Settings, load_settings, save_settings
+from app.storage import ConversationStore
+from engines.errors import ModelError, StorageError, StudioError
+from engines.types import DeviceChoice, short_ep_name
+from ui.chat_view import ChatView
+from ui.classify_view import ClassifyView
+from ui.device_picker import DeviceChoiceModel
+from ui.devices_view import DevicesView
+from ui.main_window import MainWindow
+from ui.theme import apply_theme
+
+log = logging.getLogger(__name__)
+
+PROCESS_STARTED = time.time()  # close enough to process start: app.gui is imported first thing by `gui`
+CLOSE_GRACE_MS = 3000  # how long a close waits for running work to report back after the cancel
+SAVE_DELAY_MS = 500
+
+
+def model_folder(name: str) -> Path:
+    """A model folder by name: the user's models first, then the bundled demo models."""
+    user = paths.user_models_dir() / name
+    return user if user.is_dir() else paths.bundled_models_dir() / name
+
+
+def missing_model_error(name: str, kind: str) -> ModelError:
+    return ModelError(
+        f"The {kind} '{name}' is not installed (no folder {paths.bundled_models_dir() / name}).",
+        "Build the demo models with `python assets/recipes/build_demo_models.py`, or reinstall NPU Studio.",
+    )
+
+
+class Studio(QObject):
+    """Everything the running app holds, and how it fits together."""
+
+    def __init__(
+        self,
+        app: QApplication,
+        *,
+        classifier_factory: Callable[[Path, DeviceChoice], Any] | None = None,
+        chat_loader: Callable[[Path, DeviceChoice], Any] | None = None,
+        preload: bool = True,
+    ) -> None:
+        super().__init__()
+        self.app = app
+        self.preload = preload
+        self.started_at = PROCESS_STARTED
+        self.timings: dict[str, float] = {}
+        self.runtime_loaded_at_show: bool | None = None
+        self.crashes: list[str] = []
+        self._close_stage = 0
+        self._shut_down = False
+        self.last_discovery: Any = None
+
+        self.settings, settings_notice = load_settings()
+        apply_theme(app, self.settings.theme)
+        self.store, store_notice = self._open_store()
+        self.choice_model = DeviceChoiceModel(self.settings.device, self.settings.strict)
+
+        self.devices = DevicesHost()
+        self.vision = VisionHost(classifier_factory)
+        self.chat = ChatHost(chat_loader)
+        self.hosts = (self.devices, self.vision, self.chat)
+
+        self.window = MainWindow(__version__)
+        self.devices_view = DevicesView(self.choice_model)
+        self.classify_view = ClassifyView(self.choice_model)
+        self.classify_view.last_open_dir = self.settings.last_open_dir
+        self.chat_view = ChatView(
+            self.store, self.choice_model, self.settings.system_prompt, dict(self.settings.chat_options)
+        )
+        self.window.add_view("devices", "Devices", "devices", self.devices_view)
+        self.window.add_view("classify", "Classify", "classify", self.classify_view)
+        self.window.add_view("chat", "Chat", "chat", self.chat_view)
+        self.window.add_placeholder(
+            "benchmark", "Benchmark", "benchmark", "Run the same model on every device, side by side. Coming soon."
+        )
+        self.window.add_placeholder("models", "Models", "models", "Import and manage your own models. Coming soon.")
+        self.window.add_placeholder("settings", "Settings", "settings", "Theme, folders and diagnostics. Coming soon.")
+        for notice in (settings_notice, store_notice):
+            if notice:
+                self.window.banners.show_message(notice, severity="warning")
+
+        self._save_timer = QTimer(self)
+        self._save_timer.setSingleShot(True)
+        self._save_timer.setInterval(SAVE_DELAY_MS)
+        self._save_timer.timeout.connect(self.save_settings)
+        self._wire()
+        self._restore_window()
+
+    # --- construction -----------------------------------------------------------------------------
+    def _open_store(self) -> tuple[ConversationStore, str | None]:
+        try:
+            store = ConversationStore()
+            return store, store.notice
+        except StudioError as exc:
+            # Conversations still work for this session; the user is told they are not kept.
+            fallback = Path(tempfile.mkdtemp(prefix="npu-studio-")) / "conversations.db"
+            log.warning("conversation store unavailable (%s); using %s", exc, fallback)
+            return ConversationStore(fallback), f"{exc.user_text()} Conversations are kept only until you quit."
+
+    def _wire(self) -> None:
+        w, cv, dv, ch = self.window, self.classify_view, self.devices_view, self.chat_view
+        w.first_shown.connect(self._on_first_shown)
+        w.view_changed.connect(self._on_view_changed)
+        w.close_guard = self.close_guard
+        w.closing.connect(self._on_window_closing)
+        self.app.aboutToQuit.connect(self.shutdown)
+
+        # devices
+        dv.refresh_requested.connect(self.discover)
+        self.devices.status.connect(lambda t: w.set_status("devices", t))
+        self.devices.devices_found.connect(self._on_devices)
+        self.devices.failed.connect(dv.show_error)
+
+        # vision
+        cv.classify_requested.connect(self._classify)
+        cv.classify_image_requested.connect(self._classify_image)
+        cv.cancel_requested.connect(self.vision.cancel)
+        self.vision.status.connect(lambda t: w.set_status("vision", t))
+        self.vision.status.connect(lambda t: cv.show_busy(t) if t else None)
+        self.vision.model_loaded.connect(lambda description, _placement: cv.show_loaded(description))
+        self.vision.classified.connect(cv.show_result)
+        self.vision.progress.connect(cv.show_progress)
+        self.vision.finished.connect(lambda _summary: cv.show_finished())
+        self.vision.cancelled.connect(lambda _done: cv.show_cancelled())
+        self.vision.failed.connect(self._on_vision_failed)
+
+        # chat
+        ch.generate_requested.connect(self.chat.generate)
+        ch.stop_requested.connect(self.chat.cancel)
+        ch.forget_requested.connect(self.chat.forget)
+        ch.settings_changed.connect(self._on_chat_settings)
+        self.chat.status.connect(lambda t: w.set_status("chat", t))
+        self.chat.status.connect(lambda t: ch.show_model_loading(t) if t else None)
+        self.chat.model_loaded.connect(ch.on_model_loaded)
+        self.chat.text_generated.connect(ch.on_text)
+        self.chat.generation_finished.connect(ch.on_finished)
+        self.chat.cancelled.connect(ch.on_cancelled)
+        self.chat.failed.connect(lambda e: ch.on_failed(e) if ch.generating else ch.on_model_failed(e))
+
+        self.choice_model.changed.connect(self._on_choice_changed)
+
+        # window-wide shortcuts
+        from PySide6.QtGui import QAction, QKeySequence
+
+        new_chat = QAction("New chat", w)
+        new_chat.setShortcut(QKeySequence.StandardKey.New)
+        new_chat.triggered.connect(self.new_chat)
+        w.addAction(new_chat)
+        open_photos = QAction("Open photos", w)
+        open_photos.setShortcut(QKeySequence.StandardKey.Open)
+        open_photos.triggered.connect(self.open_photos)
+        w.addAction(open_photos)
+        cv.open_button.setShortcut(QKeySequence())  # the window-wide action owns Ctrl+O
+        stop = QAction("Stop", w)
+        stop.setShortcut(QKeySequence(Qt.Key.Key_Escape))
+        stop.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
+        stop.triggered.connect(self.stop_current)
+        w.addAction(stop)
+
+    def _restore_window(self) -> None:
+        w = self.window
+        geometry = QByteArray.fromBase64(self.settings.window_geometry.encode("ascii", "ignore"))
+        if geometry.isEmpty() or not w.restoreGeometry(geometry):
+            w.resize(1280, 820)
+        state = QByteArray.fromBase64(self.settings.window_state.encode("ascii", "ignore"))
+        if not state.isEmpty():
+            w.restoreState(state)
+        if self.settings.last_view in w.view_keys():
+            w.show_view(self.settings.last_view)
+
+    # --- start-up ---------------------------------------------------------------------------------
+    def show(self) -> None:
+        self.window.show()
+
+    def _on_first_shown(self) -> None:
+        self.timings["window_shown_s"] = time.time() - self.started_at
+        self.runtime_loaded_at_show = any(m in sys.modules for m in ("onnxruntime", "onnxruntime_genai"))
+        log.info(
+            "window shown %.0f ms after start (ONNX Runtime loaded: %s)",
+            self.timings["window_shown_s"] * 1000,
+            self.runtime_loaded_at_show,
+        )
+        # Next event-loop turn: the first frame is painted before any engine work starts.
+        QTimer.singleShot(0, self._start_engines)
+
+    def _start_engines(self) -> None:
+        self.discover()
+        if self.preload:
+            self.load_classifier()
+            self.load_chat_model()
+
+    def discover(self) -> None:
+        self.devices_view.show_loading()
+        self.devices.discover()
+
+    def classifier_folder(self) -> Path:
+        return model_folder(self.settings.classifier)
+
+    def chat_folder(self) -> Path:
+        return model_folder(self.settings.chat_model)
+
+    def load_classifier(self) -> None:
+        folder = self.classifier_folder()
+        if not folder.is_dir():
+            self.classify_view.show_error(missing_model_error(self.settings.classifier, "image classifier"))
+            return
+        self.vision.load(folder, self.choice_model.choice())
+
+    def load_chat_model(self) -> None:
+        folder = self.chat_folder()
+        if not folder.is_dir():
+            self.chat_view.on_model_failed(missing_model_error(self.settings.chat_model, "chat model"))
+            return
+        self.chat_view.show_model_loading("Loading the chat model…")
+        self.chat.load(folder, self.choice_model.choice())
+
+    # --- requests ---------------------------------------------------------------------------------
+    def _classify(self, paths_: list[str]) -> None:
+        folder = self.classifier_folder()
+        if not folder.is_dir():
+            self.classify_view.show_error(missing_model_error(self.settings.classifier, "image classifier"))
+            return
+        self.vision.classify(paths_, folder, self.choice_model.choice(), self.settings.top_k)
+        self._remember_open_dir()
+
+    def _classify_image(self, data: bytes, name: str) -> None:
+        folder = self.classifier_folder()
+        if not folder.is_dir():
+            self.classify_view.show_error(missing_model_error(self.settings.classifier, "image classifier"))
+            return
+        self.vision.classify_bytes(data, name, folder, self.choice_model.choice(), self.settings.top_k)
+
+    def _remember_open_dir(self) -> None:
+        if self.classify_view.last_open_dir != self.settings.last_open_dir:
+            self.settings.last_open_dir = self.classify_view.last_open_dir
+            self.schedule_save()
+
+    def new_chat(self) -> None:
+        self.window.show_view("chat")
+        self.chat_view.new_conversation()
+
+    def open_photos(self) -> None:
+        self.window.show_view("classify")
+        self.classify_view.open_files()
+
+    def stop_current(self) -> None:
+        view = self.window.current_view()
+        if view == "chat":
+            self.chat_view.escape()
+        elif view == "classify":
+            self.classify_view.cancel()
+
+    # --- results ----------------------------------------------------------------------------------
+    def _on_devices(self, report: Any) -> None:
+        info = {
+            "onnxruntime": str(report.ort_version),
+            "platform": str(report.platform),
+            "providers": ", ".join(short_ep_name(p) for p in report.available_providers),
+        }
+        self.last_discovery = report
+        self.devices_view.show_devices(report.devices, info)
+        usable = [d for d in report.devices if d.usable]
+        kinds = ", ".join(dict.fromkeys(d.type.value for d in usable)) or "none"
+        self.window.set_device_summary(f"ONNX Runtime {report.ort_version} · usable: {kinds}")
+
+    def _on_vision_failed(self, error: object) -> None:
+        self.classify_view.show_error(error)
+
+    def _on_choice_changed(self, choice: DeviceChoice) -> None:
+        self.settings.device = self.choice_model.text
+        self.settings.strict = choice.strict
+        self.schedule_save()
+        if self.preload:
+            self.load_classifier()
+        self.load_chat_model()
+
+    def _on_chat_settings(self, prompt: str, options: dict[str, Any]) -> None:
+        self.settings.system_prompt = prompt
+        self.settings.chat_options = dict(options)
+        self.schedule_save()
+
+    def _on_view_changed(self, key: str) -> None:
+        if key != self.settings.last_view:
+            self.settings.last_view = key
+            self.schedule_save()
+
+    # --- settings ---------------------------------------------------------------------------------
+    def schedule_save(self) -> None:
+        self._save_timer.start()
+
+    def save_settings(self) -> bool:
+        self._save_timer.stop()
+        try:
+            save_settings(self.settings)
+        except StorageError as exc:
+            self.window.banners.show_error(exc, severity="warning")
+            return False
+        return True
+
+    def _capture_window(self, settings: Settings) -> None:
+        settings.window_geometry = bytes(self.window.saveGeometry().toBase64().data()).decode("ascii")
+        settings.window_state = bytes(self.window.saveState().toBase64().data()).decode("ascii")
+        settings.last_view = self.window.current_view() or settings.last_view
+
+    # --- shutdown ---------------------------------------------------------------------------------
+    def busy(self) -> bool:
+        return self.chat_view.generating or self.classify_view.busy
+
+    def close_guard(self) -> bool:
+        """Called by the window on close: False postpones the close until running work has stopped."""
+        if self._close_stage == 0 and self.busy():
+            self._close_stage = 1
+            self.window.set_status("shutdown", "Stopping before closing…")
+            for host in self.hosts:
+                host.cancel()
+            self._poll_close(time.monotonic() + CLOSE_GRACE_MS / 1000)
+            return False
+        return True
+
+    def _poll_close(self, deadline: float) -> None:
+        if not self.busy() or time.monotonic() >= deadline:
+            self._close_stage = 2
+            self.window.close()
+            return
+        QTimer.singleShot(20, lambda: self._poll_close(deadline))
+
+    def _on_window_closing(self) -> None:
+        self.chat_view.shutdown()  # anything still streaming is saved as stopped
+        self._capture_window(self.settings)
+        self.save_settings()
+
+    def shutdown(self) -> bool:
+        """Stop every host thread (cancel, quit, wait) and close the store. True when all stopped."""
+        if self._shut_down:
+            return True
+        self._shut_down = True
+        self.chat_view.shutdown()
+        if self._save_timer.isActive():
+            self.save_settings()
+        stopped = all([host.shutdown() for host in self.hosts])
+        if stopped:
+            self.store.close()
+        return stopped
+
+
+# --------------------------------------------------------------------------------------------
+# Process-wide set-up
+# --------------------------------------------------------------------------------------------
+
+
+def create_application(argv: list[str] | None = None) -> QApplication:
+    existing = QApplication.instance()
+    if isinstance(existing, QApplication):
+        return existing
+    QApplication.setApplicationName(paths.APP_NAME)
+    QApplication.setOrganizationName(paths.APP_AUTHOR)
+    QApplication.setApplicationVersion(__version__)
+    QApplication.setDesktopFileName("npu-studio")
+    return QApplication(argv if argv is not None else sys.argv[:1])
+
+
+class CrashReporter:
+    """The one excepthook: logs every uncaught exception and shows a dialog (once at a time)."""
+
+    def __init__(self, show_dialog: bool) -> None:
+        self.show_dialog = show_dialog
+        self.errors: list[str] = []
+        self._showing = False
+
+    def install(self) -> None:
+        sys.excepthook = self.excepthook
+        threading.excepthook = self.thread_excepthook
+
+    def excepthook(self, exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
+        if issubclass(exc_type, KeyboardInterrupt):
+            app = QApplication.instance()
+            if app is not None:
+                app.quit()
+            return
+        text = "".join(traceback.format_exception(exc_type, exc, tb))
+        log.critical("uncaught exception\n%s", text)
+        self.errors.append(f"{exc_type.__name__}: {exc}")
+        if self.show_dialog and not self._showing:
+            self._showing = True
+            try:
+                self._dialog(exc, text)
+            finally:
+                self._showing = False
+
+    def thread_excepthook(self, args: threading.ExceptHookArgs) -> None:
+        text = "".join(traceback.format_exception(args.exc_type, args.exc_value, args.exc_traceback))
+        log.critical("uncaught exception in thread %s\n%s", getattr(args.thread, "name", "?"), text)
+        self.errors.append(f"{args.exc_type.__name__}: {args.exc_value}")
+
+    def _dialog(self, exc: BaseException, details: str) -> None:
+        from app.logs import log_file
+
+        box = QMessageBox()
+        box.setIcon(QMessageBox.Icon.Critical)
+        box.setWindowTitle("NPU Studio — unexpected error")
+        message = exc.user_text() if isinstance(exc, StudioError) else f"{type(exc).__name__}: {exc}"
+        box.setText(f"Something went wrong: {message}")
+        box.setInformativeText(
+            f"Your conversations are saved. The details are in the log file:\n{log_file()}\n\n"
+            "You can keep working, or quit and start NPU Studio again."
+        )
+        box.setDetailedText(details)
+        keep = box.addButton("Keep working", QMessageBox.ButtonRole.AcceptRole)
+        quit_button = box.addButton("Quit", QMessageBox.ButtonRole.DestructiveRole)
+        box.setDefaultButton(keep)
+        box.exec()
+        if box.clickedButton() is quit_button:
+            app = QApplication.instance()
+            if app is not None:
+                app.quit()
+
+
+def _headless() -> bool:
+    return os.environ.get("QT_QPA_PLATFORM", "") in {"offscreen", "minimal"}
+
+
+def run_gui(self_test: bool = False, screenshots: str | None = None, report: str | None = None) -> int:
+    """`npu-studio` / `npu-studio gui` / `npu-studio --self-test`: run the desktop app."""
+    if self_test and not os.environ.get("NPU_STUDIO_HOME"):
+        # The self-test must not touch the user's settings or conversations.
+        os.environ["NPU_STUDIO_HOME"] = tempfile.mkdtemp(prefix="npu-studio-selftest-")
+    app = create_application()
+    crashes = CrashReporter(show_dialog=not (self_test or _headless()))
+    crashes.install()
+    studio = Studio(app, preload=os.environ.get("NPU_STUDIO_NO_PRELOAD") != "1")
+    studio.crashes = crashes.errors
+    probe = os.environ.get("NPU_STUDIO_STARTUP_PROBE")
+    if probe:
+        _install_startup_probe(studio, Path(probe))
+    runner = None
+    if self_test:
+        from app.selftest import SelfTest
+
+        runner = SelfTest(studio, screenshots=screenshots, report=report)
+        runner.start()
+    studio.show()
+    code = app.exec()
+    if runner is not None:
+        code = runner.exit_code
+    stopped = studio.shutdown()
+    logging.shutdown()
+    if not stopped:
+        # A worker stuck in native code: exit without destroying its running QThread (which would abort).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def _install_startup_probe(studio: Studio, out: Path) -> None:
+    """Benchmarks: write when the window was shown (and, with preloading, when the models were ready)."""
+    import json
+
+    state: dict[str, Any] = {"pid": os.getpid()}
+    wait_models = os.environ.get("NPU_STUDIO_STARTUP_WAIT_MODELS") == "1"
+    pending = {"vision", "chat"} if wait_models else set()
+
+    def write_and_maybe_quit() -> None:
+        out.write_text(json.dumps(state), encoding="utf-8")
+        if not pending:
+            QTimer.singleShot(0, studio.window.close)
+
+    def shown() -> None:
+        state["shown_at"] = time.time()
+        state["runtime_loaded_at_show"] = studio.runtime_loaded_at_show
+        write_and_maybe_quit()
+
+    def ready(which: str) -> None:
+        if which in pending:
+            pending.discard(which)
+            state[f"{which}_ready_at"] = time.time()
+            write_and_maybe_quit()
+
+    studio.window.first_shown.connect(shown)
+    studio.vision.model_loaded.connect(lambda *_: ready("vision"))
+    studio.chat.model_loaded.connect(lambda *_: ready("chat"))
+    studio.vision.failed.connect(lambda *_: ready("vision"))
+    studio.chat.failed.connect(lambda *_: ready("chat"))

@@ -1,0 +1,540 @@
+"""Engine hosts: one worker QObject per engine, moved to its own QThread.
+
+Requests go in through queued signals (the worker runs them one at a time, in order); results come
+out as past-tense signals. Every exception in a worker becomes `failed(error)` with a StudioError the
+UI can show. Cancellation is a CancelToken the host sets directly (the worker is busy, so a queued
+request would arrive too late). The engines are imported inside the worker thread, on first use, so
+that the main window never waits for ONNX Runtime.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QObject, QThread, Signal, Slot
+
+from engines.errors import CancelledError, GenerationError, StudioError
+from engines.types import CancelToken, Classification, DeviceChoice, DeviceType
+
+log = logging.getLogger(__name__)
+
+MAX_UI_UPDATES_PER_SECOND = 60
+SHUTDOWN_TIMEOUT_MS = 10_000
+
+
+def as_studio_error(exc: BaseException) -> StudioError:
+    """Anything raised in a worker, as an error with a message a user can read."""
+    if isinstance(exc, StudioError):
+        return exc
+    if isinstance(exc, MemoryError):
+        return StudioError("The computer ran out of memory.", "Close other apps or use a smaller model.")
+    from app.logs import log_file
+
+    return StudioError(
+        f"Unexpected error: {type(exc).__name__}: {exc}",
+        f"NPU Studio kept running. Details are in the log file ({log_file()}).",
+    )
+
+
+class TextCoalescer:
+    """Collects streamed text and emits it at most `rate` times a second (the last piece on flush)."""
+
+    def __init__(
+        self,
+        emit: Callable[[str], None],
+        rate: int = MAX_UI_UPDATES_PER_SECOND,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._emit = emit
+        self._interval = 1.0 / rate
+        self._clock = clock
+        self._pending: list[str] = []
+        self._last = float("-inf")
+        self.emitted = 0
+
+    def push(self, text: str) -> None:
+        self._pending.append(text)
+        now = self._clock()
+        if now - self._last >= self._interval:
+            self._last = now
+            self._send()
+
+    def flush(self) -> None:
+        if self._pending:
+            self._last = self._clock()
+            self._send()
+
+    def _send(self) -> None:
+        text = "".join(self._pending)
+        self._pending.clear()
+        if text:
+            self.emitted += 1
+            self._emit(text)
+
+
+class Worker(QObject):
+    """Base worker: runs jobs with one error policy and a closing flag checked before each job."""
+
+    failed = Signal(object)  # StudioError
+    status = Signal(str)  # loading / compiling progress for the status bar ("" when idle)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.closing = threading.Event()
+
+    def run_job(self, name: str, job: Callable[[], None]) -> None:
+        if self.closing.is_set():
+            log.debug("skipping %s: shutting down", name)
+            return
+        try:
+            job()
+        except Exception as exc:  # every failure reaches the UI as a readable message
+            if not isinstance(exc, StudioError):
+                log.exception("%s failed", name)
+            else:
+                log.info("%s failed: %s", name, exc.user_text())
+            self.failed.emit(as_studio_error(exc))
+        finally:
+            self.status.emit("")
+
+
+class Host(QObject):
+    """Owns a worker and its thread; lives in the GUI thread.
+
+    The worker's signals are relayed by the host's own signals: the relay is a queued connection into
+    the GUI thread, so whatever is connected to a host (widgets, lambdas) runs in the GUI thread.
+    """
+
+    failed = Signal(object)
+    status = Signal(str)
+    RELAYED: tuple[str, ...] = ()
+
+    def __init__(self, worker: Worker, name: str, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.worker = worker
+        self.qthread = QThread()
+        self.qthread.setObjectName(name)
+        worker.moveToThread(self.qthread)
+        self._token = CancelToken()
+        for signal in ("failed", "status", *self.RELAYED):
+            getattr(worker, signal).connect(getattr(self, signal))
+
+    def start(self) -> None:
+        if not self.qthread.isRunning():
+            self.qthread.start()
+
+    def new_token(self) -> CancelToken:
+        self._token = CancelToken()
+        return self._token
+
+    def cancel(self) -> None:
+        self._token.cancel()
+
+    def shutdown(self, timeout_ms: int = SHUTDOWN_TIMEOUT_MS) -> bool:
+        """Cancel the current job, drop queued ones, stop the thread and wait. True when it stopped."""
+        self.worker.closing.set()
+        self.cancel()
+        if not self.qthread.isRunning():
+            return True
+        self.qthread.quit()
+        stopped = bool(self.qthread.wait(timeout_ms))
+        if not stopped:
+            log.warning("%s did not stop within %d ms", self.qthread.objectName(), timeout_ms)
+        return stopped
+
+
+# --------------------------------------------------------------------------------------------
+# Devices
+# --------------------------------------------------------------------------------------------
+
+
+class DevicesWorker(Worker):
+    devices_found = Signal(object)  # engines.devices.DiscoveryReport
+
+    @Slot()
+    def discover(self) -> None:
+        def job() -> None:
+            self.status.emit("Loading ONNX Runtime and looking for devices…")
+            from engines.devices import discover
+
+            self.devices_found.emit(discover())
+
+        self.run_job("device discovery", job)
+
+
+class DevicesHost(Host):
+    worker: DevicesWorker
+    devices_found = Signal(object)
+    RELAYED = ("devices_found",)
+    _discover = Signal()
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        worker = DevicesWorker()
+        super().__init__(worker, "devices-host", parent)
+        self.worker = worker
+        self._discover.connect(self.worker.discover)
+
+    def discover(self) -> None:
+        self.start()
+        self._discover.emit()
+
+
+# --------------------------------------------------------------------------------------------
+# Vision
+# --------------------------------------------------------------------------------------------
+
+
+def _loading_text(what: str, choice: DeviceChoice) -> str:
+    if choice.wanted_type == DeviceType.NPU:
+        return f"Preparing {what} for the NPU (the first run compiles it; this can take a while)…"
+    return f"Loading {what} ({choice.describe()})…"
+
+
+class VisionWorker(Worker):
+    model_loaded = Signal(str, object)  # description, Placement
+    started = Signal(int)  # number of photos
+    classified = Signal(object)  # Classification
+    progress = Signal(int, int)  # done, total
+    finished = Signal(object)  # summary dict
+    cancelled = Signal(int)  # photos done before the cancel
+
+    def __init__(self, classifier_factory: Callable[[Path, DeviceChoice], Any] | None = None) -> None:
+        super().__init__()
+        self._factory = classifier_factory
+        self._classifiers: dict[tuple[str, DeviceChoice], Any] = {}  # one session per model x device choice
+
+    def _classifier(self, folder: str, choice: DeviceChoice) -> Any:
+        key = (str(Path(folder).resolve()), choice)
+        classifier = self._classifiers.get(key)
+        if classifier is None:
+            self.status.emit(_loading_text(Path(folder).name, choice))
+            started = time.perf_counter()
+            if self._factory is not None:
+                classifier = self._factory(Path(folder), choice)
+            else:
+                from engines.vision import ImageClassifier
+
+                classifier = ImageClassifier.from_folder(folder, choice)
+            self._classifiers[key] = classifier
+            log.info("classifier %s ready on %s in %.2f s", folder, choice.describe(), time.perf_counter() - started)
+            self.model_loaded.emit(self._describe(classifier, folder), classifier.placement)
+        return classifier
+
+    @staticmethod
+    def _describe(classifier: Any, folder: str) -> str:
+        name = getattr(getattr(classifier, "spec", None), "name", "") or Path(folder).name
+        return f"{name} · {classifier.placement.badge()}"
+
+    @property
+    def session_count(self) -> int:
+        return len(self._classifiers)
+
+    @Slot(str, object)
+    def load(self, folder: str, choice: DeviceChoice) -> None:
+        self.run_job("classifier load", lambda: self._classifier(folder, choice))
+
+    @Slot(object, str, object, int, object)
+    def classify(self, paths: list[str], folder: str, choice: DeviceChoice, k: int, cancel: CancelToken) -> None:
+        def job() -> None:
+            classifier = self._classifier(folder, choice)
+            total = len(paths)
+            self.started.emit(total)
+            done = 0
+            started = time.perf_counter()
+
+            def on_result(result: Classification) -> None:
+                nonlocal done
+                done += 1
+                self.classified.emit(result)
+                self.progress.emit(done, total)
+
+            try:
+                results = classifier.classify_many(paths, k=k, cancel=cancel, on_result=on_result)
+            except CancelledError:
+                self.cancelled.emit(done)
+                return
+            self.finished.emit(
+                {
+                    "count": len(results),
+                    "errors": sum(1 for r in results if r.error),
+                    "seconds": time.perf_counter() - started,
+                }
+            )
+
+        self.run_job("classification", job)
+
+    @Slot(object, str, str, object, int)
+    def classify_bytes(self, data: bytes, name: str, folder: str, choice: DeviceChoice, k: int) -> None:
+        def job() -> None:
+            classifier = self._classifier(folder, choice)
+            self.started.emit(1)
+            started = time.perf_counter()
+            result = classifier.classify(data, k=k)
+            self.classified.emit(result)
+            self.progress.emit(1, 1)
+            self.finished.emit({"count": 1, "errors": 0, "seconds": time.perf_counter() - started, "name": name})
+
+        self.run_job("classification", job)
+
+
+class VisionHost(Host):
+    worker: VisionWorker
+    model_loaded = Signal(str, object)
+    started = Signal(int)
+    classified = Signal(object)
+    progress = Signal(int, int)
+    finished = Signal(object)
+    cancelled = Signal(int)
+    RELAYED = ("model_loaded", "started", "classified", "progress", "finished", "cancelled")
+    _load = Signal(str, object)
+    _classify = Signal(object, str, object, int, object)
+    _classify_bytes = Signal(object, str, str, object, int)
+
+    def __init__(
+        self, classifier_factory: Callable[[Path, DeviceChoice], Any] | None = None, parent: QObject | None = None
+    ) -> None:
+        w = VisionWorker(classifier_factory)
+        super().__init__(w, "vision-host", parent)
+        self.worker = w
+        self._load.connect(w.load)
+        self._classify.connect(w.classify)
+        self._classify_bytes.connect(w.classify_bytes)
+
+    def load(self, folder: str | Path, choice: DeviceChoice) -> None:
+        """Create the session ahead of time (cached per model x device choice)."""
+        self.start()
+        self._load.emit(str(folder), choice)
+
+    def classify(self, paths: list[str], folder: str | Path, choice: DeviceChoice, k: int = 5) -> None:
+        self.start()
+        self._classify.emit(list(paths), str(folder), choice, k, self.new_token())
+
+    def classify_bytes(self, data: bytes, name: str, folder: str | Path, choice: DeviceChoice, k: int = 5) -> None:
+        self.start()
+        self.new_token()
+        self._classify_bytes.emit(bytes(data), name, str(folder), choice, k)
+
+
+# --------------------------------------------------------------------------------------------
+# Chat
+# --------------------------------------------------------------------------------------------
+
+History = list[tuple[str, str]]  # (role, text) of the turns the engine should hold before a request
+
+
+def model_info(model: Any, folder: str) -> dict[str, Any]:
+    """What the UI and the store need to know about a loaded chat model (plain data)."""
+    from dataclasses import asdict
+
+    placement = model.placement
+    name = Path(folder).name
+    return {
+        "default_options": asdict(_options({})),
+        "name": name,
+        "folder": str(folder),
+        "description": model.describe() if hasattr(model, "describe") else name,
+        "ep": getattr(model, "ep", ""),
+        "device": getattr(model, "device", "") or "",
+        "placement": placement,
+        "context_length": int(model.context_window(_options({})) if hasattr(model, "context_window") else 0),
+    }
+
+
+def _options(overrides: dict[str, Any]) -> Any:
+    from engines.chat import ChatOptions
+
+    known = set(ChatOptions.__dataclass_fields__)
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise GenerationError(f"Unknown generation setting(s): {', '.join(unknown)}.", "Reset the chat settings.")
+    return ChatOptions(**overrides)
+
+
+def _seed_history(conversation: Any, history: History) -> None:
+    """Give a fresh engine conversation the turns of a stored conversation."""
+    from engines.chat import ChatMessage, StopReason
+
+    restore = getattr(conversation, "restore", None)
+    messages = [
+        ChatMessage(role, text, StopReason.EOS if role == "assistant" else None)
+        for role, text in history
+        if role in ("user", "assistant")
+    ]
+    if callable(restore):
+        restore(messages)
+        return
+    # The engine has no public way to resume a stored conversation yet; its transcript is plain data.
+    conversation._messages = messages
+    conversation._context_start = 0
+
+
+class ChatWorker(Worker):
+    model_loaded = Signal(object)  # model_info dict
+    generation_started = Signal(int)  # conversation id
+    text_generated = Signal(str)  # coalesced pieces of the answer
+    generation_finished = Signal(object)  # GenerationStats.as_dict() + model identity
+    cancelled = Signal(object)  # same as finished, stop_reason "cancelled"
+
+    def __init__(self, loader: Callable[[Path, DeviceChoice], Any] | None = None) -> None:
+        super().__init__()
+        self._loader = loader
+        self._model: Any = None
+        self._model_key: tuple[str, DeviceChoice] | None = None
+        self._info: dict[str, Any] = {}
+        self._conversations: dict[int, Any] = {}
+        self.updates = 0  # text_generated emissions (for tests and benchmarks)
+
+    @Slot(str, object)
+    def load(self, folder: str, choice: DeviceChoice) -> None:
+        def job() -> None:
+            key = (str(Path(folder).resolve()), choice)
+            if key == self._model_key and self._model is not None:
+                self.model_loaded.emit(self._info)
+                return
+            self.status.emit(_loading_text(Path(folder).name, choice))
+            self._drop_model()
+            started = time.perf_counter()
+            if self._loader is not None:
+                model = self._loader(Path(folder), choice)
+            else:
+                from engines.chat import ChatModel
+
+                model = ChatModel.load(folder, choice)
+            self._model, self._model_key = model, key
+            self._info = model_info(model, folder) | {"load_seconds": time.perf_counter() - started}
+            self.model_loaded.emit(self._info)
+
+        self.run_job("chat model load", job)
+
+    def _drop_model(self) -> None:
+        for conversation in self._conversations.values():
+            close = getattr(conversation, "close", None)
+            if callable(close):
+                close()
+        self._conversations.clear()
+        self._model = None
+        self._model_key = None
+
+    def _conversation(self, conversation_id: int, history: History, system_prompt: str, options: Any) -> Any:
+        if self._model is None:
+            raise GenerationError("No chat model is loaded.", "Pick a chat model that loads, then send again.")
+        conversation = self._conversations.get(conversation_id)
+        if conversation is None:
+            conversation = self._model.new_conversation(system_prompt, options)
+            self._conversations = {conversation_id: conversation}  # one generator (KV cache) at a time
+        held = [(m.role, m.content) for m in conversation.messages]
+        if held != list(history):
+            _seed_history(conversation, history)
+        if conversation.system_prompt != system_prompt:
+            conversation.set_system_prompt(system_prompt)
+        conversation.set_options(options)
+        return conversation
+
+    @Slot(str, int, str, object, str, object, object)
+    def generate(
+        self,
+        kind: str,
+        conversation_id: int,
+        text: str,
+        history: History,
+        system_prompt: str,
+        overrides: dict[str, Any],
+        cancel: CancelToken,
+    ) -> None:
+        """kind: send | regenerate | edit."""
+
+        def job() -> None:
+            options = _options(overrides)
+            conversation = self._conversation(conversation_id, history, system_prompt, options)
+            self.generation_started.emit(conversation_id)
+
+            def emit(piece: str) -> None:
+                self.updates += 1
+                self.text_generated.emit(piece)
+
+            coalescer = TextCoalescer(emit)
+            try:
+                if kind == "send":
+                    stats = conversation.send(text, coalescer.push, cancel)
+                elif kind == "regenerate":
+                    stats = conversation.regenerate(coalescer.push, cancel)
+                elif kind == "edit":
+                    stats = conversation.edit_last(text, coalescer.push, cancel)
+                else:
+                    raise GenerationError(f"Unknown chat request '{kind}'.")
+            finally:
+                coalescer.flush()
+            data = dict(stats.as_dict())
+            data["model"] = self._info.get("name", "")
+            data["text"] = conversation.messages[-1].content if conversation.messages else ""
+            if data.get("stop_reason") == "cancelled":
+                self.cancelled.emit(data)
+            else:
+                self.generation_finished.emit(data)
+
+        self.run_job("chat generation", job)
+
+    @Slot(int)
+    def forget(self, conversation_id: int) -> None:
+        conversation = self._conversations.pop(conversation_id, None)
+        close = getattr(conversation, "close", None)
+        if callable(close):
+            self.run_job("closing a conversation", close)
+
+
+class ChatHost(Host):
+    worker: ChatWorker
+    model_loaded = Signal(object)
+    generation_started = Signal(int)
+    text_generated = Signal(str)
+    generation_finished = Signal(object)
+    cancelled = Signal(object)
+    RELAYED = ("model_loaded", "generation_started", "text_generated", "generation_finished", "cancelled")
+    _load = Signal(str, object)
+    _generate = Signal(str, int, str, object, str, object, object)
+    _forget = Signal(int)
+
+    def __init__(
+        self, loader: Callable[[Path, DeviceChoice], Any] | None = None, parent: QObject | None = None
+    ) -> None:
+        w = ChatWorker(loader)
+        super().__init__(w, "chat-host", parent)
+        self.worker = w
+        self._load.connect(w.load)
+        self._generate.connect(w.generate)
+        self._forget.connect(w.forget)
+
+    def load(self, folder: str | Path, choice: DeviceChoice) -> None:
+        self.start()
+        self._load.emit(str(folder), choice)
+
+    def generate(
+        self,
+        kind: str,
+        conversation_id: int,
+        text: str,
+        history: History,
+        system_prompt: str,
+        options: dict[str, Any],
+    ) -> None:
+        self.start()
+        self._generate.emit(kind, conversation_id, text, list(history), system_prompt, dict(options), self.new_token())
+
+    def send(
+        self,
+        conversation_id: int,
+        text: str,
+        history: History,
+        system_prompt: str = "",
+        options: dict[str, Any] | None = None,
+    ) -> None:
+        self.generate("send", conversation_id, text, history, system_prompt, options or {})
+
+    def forget(self, conversation_id: int) -> None:
+        if self.qthread.isRunning():
+            self._forget.emit(conversation_id)

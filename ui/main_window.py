@@ -1,0 +1,212 @@
+"""The main window: a sidebar of views, a banner area for app-wide notices, and a status bar that
+shows what is loading or compiling in the background.
+
+Views are added with `add_view(key, title, icon, widget)`; adding a key again replaces that view in
+place (how the Benchmark, Models and Settings placeholders are meant to be filled).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from PySide6.QtCore import QSize, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QShowEvent
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QLabel,
+    QListWidget,
+    QListWidgetItem,
+    QMainWindow,
+    QStackedWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ui.icons import icon, pixmap
+from ui.theme import colors
+from ui.widgets import MARGIN, BannerArea, EmptyState, Spinner, muted_label
+
+APP_TITLE = "NPU Studio"
+
+
+@dataclass
+class _View:
+    key: str
+    title: str
+    icon_name: str
+    widget: QWidget
+    item: QListWidgetItem
+
+
+class PlaceholderView(QWidget):
+    """A view that another part of the app will provide; says so plainly."""
+
+    def __init__(self, title: str, icon_name: str, text: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(MARGIN, MARGIN, MARGIN, MARGIN)
+        self.empty = EmptyState(icon_name, title, text)
+        layout.addWidget(self.empty)
+
+
+class MainWindow(QMainWindow):
+    first_shown = Signal()
+    closing = Signal()
+    view_changed = Signal(str)
+
+    def __init__(self, version: str = "", parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle(APP_TITLE)
+        self.setWindowIcon(icon("app", colors().accent))
+        self.setMinimumSize(QSize(980, 640))
+        self._views: list[_View] = []
+        self._shown = False
+        self._status: dict[str, str] = {}
+        # Asked on close: False postpones the close (the app first stops running work).
+        self.close_guard: Callable[[], bool] | None = None
+
+        root = QWidget()
+        layout = QHBoxLayout(root)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(0)
+        layout.addWidget(self._build_sidebar(version))
+        content = QWidget()
+        column = QVBoxLayout(content)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.setSpacing(0)
+        self.banners = BannerArea()
+        self.banners.setContentsMargins(MARGIN, 12, MARGIN, 0)
+        column.addWidget(self.banners)
+        self.stack = QStackedWidget()
+        column.addWidget(self.stack, 1)
+        layout.addWidget(content, 1)
+        self.setCentralWidget(root)
+
+        bar = self.statusBar()
+        bar.setSizeGripEnabled(False)
+        self.status_spinner = Spinner(14)
+        bar.addWidget(self.status_spinner)
+        self.status_label = QLabel("Ready")
+        bar.addWidget(self.status_label, 1)
+        self.device_label = muted_label("", word_wrap=False)
+        bar.addPermanentWidget(self.device_label)
+
+    def _build_sidebar(self, version: str) -> QWidget:
+        sidebar = QWidget()
+        sidebar.setObjectName("Sidebar")
+        sidebar.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
+        sidebar.setFixedWidth(208)
+        layout = QVBoxLayout(sidebar)
+        layout.setContentsMargins(0, 18, 0, 14)
+        layout.setSpacing(12)
+        brand = QHBoxLayout()
+        brand.setContentsMargins(18, 0, 18, 6)
+        brand.setSpacing(10)
+        logo = QLabel()
+        logo.setPixmap(pixmap("app", 28, colors().accent))
+        brand.addWidget(logo)
+        name = QLabel(APP_TITLE)
+        name.setObjectName("AppTitle")
+        brand.addWidget(name, 1)
+        layout.addLayout(brand)
+        self.sidebar = QListWidget()
+        self.sidebar.setObjectName("SidebarList")
+        self.sidebar.setIconSize(QSize(20, 20))
+        self.sidebar.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.sidebar.currentRowChanged.connect(self._row_changed)
+        layout.addWidget(self.sidebar, 1)
+        footer = muted_label(f"Offline · v{version}" if version else "Offline", word_wrap=False)
+        footer.setContentsMargins(18, 0, 18, 0)
+        layout.addWidget(footer)
+        return sidebar
+
+    # --- views ------------------------------------------------------------------------------------
+    def add_view(self, key: str, title: str, icon_name: str, widget: QWidget) -> None:
+        """Add a view to the sidebar (or replace the view with the same key)."""
+        existing = self._find(key)
+        if existing is not None:
+            index = self.stack.indexOf(existing.widget)
+            self.stack.removeWidget(existing.widget)
+            existing.widget.deleteLater()
+            self.stack.insertWidget(index, widget)
+            existing.widget, existing.title = widget, title
+            existing.item.setText(title)
+            existing.item.setIcon(icon(icon_name, selected_color=colors().accent_text))
+            return
+        item = QListWidgetItem(icon(icon_name, selected_color=colors().accent_text), title)
+        item.setSizeHint(QSize(180, 40))
+        self.sidebar.addItem(item)
+        self.stack.addWidget(widget)
+        self._views.append(_View(key, title, icon_name, widget, item))
+        position = len(self._views)
+        if position <= 9:
+            action = QAction(self)
+            action.setShortcut(QKeySequence(f"Ctrl+{position}"))
+            action.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
+            action.triggered.connect(lambda _=False, k=key: self.show_view(k))
+            self.addAction(action)
+            item.setToolTip(f"{title} (Ctrl+{position})")
+        if self.sidebar.currentRow() < 0:
+            self.sidebar.setCurrentRow(0)
+
+    def add_placeholder(self, key: str, title: str, icon_name: str, text: str) -> None:
+        self.add_view(key, title, icon_name, PlaceholderView(title, icon_name, text))
+
+    def view_keys(self) -> list[str]:
+        return [v.key for v in self._views]
+
+    def view(self, key: str) -> QWidget:
+        found = self._find(key)
+        if found is None:
+            raise KeyError(key)
+        return found.widget
+
+    def show_view(self, key: str) -> None:
+        for row, view in enumerate(self._views):
+            if view.key == key:
+                self.sidebar.setCurrentRow(row)
+                return
+
+    def current_view(self) -> str:
+        row = self.sidebar.currentRow()
+        return self._views[row].key if 0 <= row < len(self._views) else ""
+
+    def _find(self, key: str) -> _View | None:
+        return next((v for v in self._views if v.key == key), None)
+
+    def _row_changed(self, row: int) -> None:
+        if 0 <= row < len(self._views):
+            self.stack.setCurrentWidget(self._views[row].widget)
+            self.view_changed.emit(self._views[row].key)
+
+    # --- status -----------------------------------------------------------------------------------
+    def set_status(self, source: str, text: str) -> None:
+        """Background work per source (devices, vision, chat); the spinner runs while any is busy."""
+        if text:
+            self._status[source] = text
+        else:
+            self._status.pop(source, None)
+        if self._status:
+            self.status_label.setText(list(self._status.values())[-1])
+            self.status_spinner.start()
+        else:
+            self.status_label.setText("Ready")
+            self.status_spinner.stop()
+
+    def set_device_summary(self, text: str) -> None:
+        self.device_label.setText(text)
+
+    # --- window events ----------------------------------------------------------------------------
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        if not self._shown:
+            self._shown = True
+            QTimer.singleShot(0, self.first_shown.emit)
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        if self.close_guard is not None and not self.close_guard():
+            event.ignore()
+            return
+        self.closing.emit()
+        event.accept()

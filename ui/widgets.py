@@ -1,0 +1,250 @@
+"""Small shared widgets: error banners, cards, badges, a busy spinner, view headers, empty states."""
+
+from __future__ import annotations
+
+import html
+
+from PySide6.QtCore import QRectF, Qt, QTimer, Signal
+from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPen
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSizePolicy,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from engines.errors import StudioError
+from ui.icons import icon, pixmap
+from ui.theme import colors
+
+SPACING = 12
+MARGIN = 24
+
+
+def repolish(widget: QWidget) -> None:
+    """Re-apply style rules after a dynamic property changed."""
+    style = widget.style()
+    style.unpolish(widget)
+    style.polish(widget)
+    widget.update()
+
+
+def set_badge(label: QLabel, kind: str, text: str | None = None) -> None:
+    """Turn a label into a pill: kind is ok | warn | error | info | neutral."""
+    if text is not None:
+        label.setText(text)
+    label.setProperty("badge", kind)
+    repolish(label)
+
+
+def muted_label(text: str = "", word_wrap: bool = True) -> QLabel:
+    label = QLabel(text)
+    label.setProperty("muted", True)
+    label.setWordWrap(word_wrap)
+    return label
+
+
+def error_text(error: object) -> tuple[str, str]:
+    """(message, hint) for anything a host reports as failed."""
+    if isinstance(error, StudioError):
+        return error.message, error.hint
+    message = str(error) or type(error).__name__
+    return message, ""
+
+
+class Banner(QFrame):
+    """A non-blocking message across the top of a view: what happened, and what to do."""
+
+    closed = Signal()
+
+    def __init__(self, message: str, hint: str = "", severity: str = "error", parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("Banner")
+        self.setProperty("severity", severity)
+        self.message = message
+        self.hint = hint
+        c = colors()
+        tint = {"error": c.error, "warning": c.warn}.get(severity, c.accent)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(12, 10, 8, 10)
+        layout.setSpacing(10)
+        glyph = QLabel()
+        glyph.setPixmap(pixmap({"error": "error", "warning": "warning"}.get(severity, "info"), 20, tint))
+        glyph.setAlignment(Qt.AlignmentFlag.AlignTop)
+        layout.addWidget(glyph)
+        text = f"<b>{html.escape(message)}</b>"
+        if hint:
+            text += f"<br>{html.escape(hint)}"
+        self.label = QLabel(text)
+        self.label.setWordWrap(True)
+        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.label.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+        layout.addWidget(self.label, 1)
+        close = QToolButton()
+        close.setIcon(icon("close"))
+        close.setToolTip("Dismiss")
+        close.setAutoRaise(True)
+        close.clicked.connect(self.dismiss)
+        layout.addWidget(close, 0, Qt.AlignmentFlag.AlignTop)
+
+    def dismiss(self) -> None:
+        self.hide()
+        self.closed.emit()
+        self.deleteLater()
+
+
+class BannerArea(QWidget):
+    """A stack of banners; the same message is shown once, at most `limit` at a time."""
+
+    def __init__(self, parent: QWidget | None = None, limit: int = 3) -> None:
+        super().__init__(parent)
+        self._layout = QVBoxLayout(self)
+        self._layout.setContentsMargins(0, 0, 0, 0)
+        self._layout.setSpacing(6)
+        self._limit = limit
+        self._banners: list[Banner] = []
+        self.hide()
+
+    def show_error(self, error: object, severity: str = "error") -> Banner:
+        message, hint = error_text(error)
+        return self.show_message(message, hint, severity)
+
+    def show_message(self, message: str, hint: str = "", severity: str = "info") -> Banner:
+        for banner in self._banners:
+            if banner.message == message and banner.hint == hint:
+                return banner
+        banner = Banner(message, hint, severity, self)
+        banner.closed.connect(lambda b=banner: self._forget(b))
+        self._banners.append(banner)
+        self._layout.addWidget(banner)
+        while len(self._banners) > self._limit:
+            self._banners[0].dismiss()
+        self.show()
+        return banner
+
+    def messages(self) -> list[str]:
+        return [b.message for b in self._banners]
+
+    def clear(self) -> None:
+        for banner in list(self._banners):
+            banner.dismiss()
+
+    def _forget(self, banner: Banner) -> None:
+        if banner in self._banners:
+            self._banners.remove(banner)
+        if not self._banners:
+            self.hide()
+
+
+class Card(QFrame):
+    """A rounded surface with a vertical layout and generous padding."""
+
+    def __init__(self, parent: QWidget | None = None, object_name: str = "Card") -> None:
+        super().__init__(parent)
+        self.setObjectName(object_name)
+        self.body = QVBoxLayout(self)
+        self.body.setContentsMargins(18, 16, 18, 16)
+        self.body.setSpacing(8)
+
+
+class Spinner(QWidget):
+    """A small busy indicator that animates only while running."""
+
+    def __init__(self, size: int = 18, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setFixedSize(size, size)
+        self._angle = 0
+        self._timer = QTimer(self)
+        self._timer.setInterval(40)
+        self._timer.timeout.connect(self._step)
+        self.hide()
+
+    def start(self) -> None:
+        self.show()
+        self._timer.start()
+
+    def stop(self) -> None:
+        self._timer.stop()
+        self.hide()
+
+    @property
+    def running(self) -> bool:
+        return self._timer.isActive()
+
+    def _step(self) -> None:
+        self._angle = (self._angle + 30) % 360
+        self.update()
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        painter = QPainter(self)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        width = max(2.0, self.width() / 8)
+        rect = QRectF(width, width, self.width() - 2 * width, self.height() - 2 * width)
+        track = QColor(colors().border)
+        painter.setPen(QPen(track, width))
+        painter.drawEllipse(rect)
+        pen = QPen(QColor(colors().accent), width)
+        pen.setCapStyle(Qt.PenCapStyle.RoundCap)
+        painter.setPen(pen)
+        painter.drawArc(rect, -self._angle * 16, 100 * 16)
+        painter.end()
+
+
+class ViewHeader(QWidget):
+    """Title, one-line description, and room for controls on the right."""
+
+    def __init__(self, title: str, subtitle: str = "", parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(SPACING)
+        texts = QVBoxLayout()
+        texts.setSpacing(2)
+        self.title = QLabel(title)
+        self.title.setObjectName("ViewTitle")
+        texts.addWidget(self.title)
+        self.subtitle = muted_label(subtitle)
+        texts.addWidget(self.subtitle)
+        layout.addLayout(texts, 1)
+        self.controls = QHBoxLayout()
+        self.controls.setSpacing(8)
+        layout.addLayout(self.controls)
+
+
+class EmptyState(QWidget):
+    """A centred icon, a sentence and an optional action, for views with nothing to show yet."""
+
+    action_clicked = Signal()
+
+    def __init__(
+        self, icon_name: str, title: str, text: str = "", action: str = "", parent: QWidget | None = None
+    ) -> None:
+        super().__init__(parent)
+        layout = QVBoxLayout(self)
+        layout.setSpacing(10)
+        layout.addStretch(1)
+        glyph = QLabel()
+        glyph.setPixmap(pixmap(icon_name, 48, colors().muted))
+        glyph.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        layout.addWidget(glyph)
+        self.title = QLabel(title)
+        self.title.setObjectName("SectionTitle")
+        self.title.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        layout.addWidget(self.title)
+        self.text = muted_label(text)
+        self.text.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        layout.addWidget(self.text)
+        if action:
+            button = QPushButton(action)
+            button.setObjectName("Primary")
+            button.clicked.connect(self.action_clicked)
+            row = QHBoxLayout()
+            row.addStretch(1)
+            row.addWidget(button)
+            row.addStretch(1)
+            layout.addLayout(row)
+        layout.addStretch(2)
