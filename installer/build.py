@@ -1,0 +1,626 @@
+"""Build the NPU Studio MSI from one staged folder.
+
+    python installer/build.py all   --arch arm64        # Windows: freeze + WiX v4 MSI (dist/)
+    python installer/build.py all   --arch x64          # Linux: wheels payload + wixl check MSI
+    python installer/build.py stage --arch x64 [--payload frozen|wheels] [--models DIR]
+    python installer/build.py msi   --arch x64 [--toolset wixl|wix] [--version 0.2.0]
+    python installer/build.py wxs   --arch arm64 --schema v4      # write the WiX source only
+
+`stage` fills build/installer/<arch>/payload:
+- frozen (Windows; the shipping MSIs): PyInstaller one-folder build of the app from installer/npu_studio.spec
+  (npu-studio.exe + _internal\\ with Python, the per-architecture runtime set and assets\\ incl. models);
+- wheels (any OS; what Linux CI checks): the win_arm64 / win_amd64 wheels resolved by installer/resolve.py,
+  downloaded once with `pip download --platform ... --only-binary=:all:` into a cache and unpacked into
+  _internal\\site-packages, the app's packages, the assets and demo models, and npu-studio.cmd, a launcher
+  stub that needs an installed CPython of the resolved version.
+The payload is complete: the installed app downloads nothing. Downloads happen only here, at build time,
+and are cached (NPU_STUDIO_BUILD_CACHE or --cache-dir; default ~/.cache/npu-studio-build), so a repeated
+build, or one with --offline, needs no network.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+import zipfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from installer import resolve, wix
+from installer.product import ARCH_TO_TARGET, ARCHES, Product, load_product
+
+REPO = Path(__file__).resolve().parent.parent
+INSTALLER_DIR = REPO / "installer"
+BUILD_DIR = REPO / "build" / "installer"
+DIST_DIR = REPO / "dist"
+SOURCE_PACKAGES = ("app", "ui", "engines")
+ENTRY_FROZEN = "npu-studio.exe"
+ENTRY_STUB = "npu-studio.cmd"
+DEFAULT_PYTHON = "3.12"
+# assets/ entries that are build-time only or handled separately
+ASSET_EXCLUDES = {"models", "recipes"}
+APT_LINE = "apt-get install -y wixl msitools"
+
+
+class BuildError(Exception):
+    """A build step failed; the message says what and what to do."""
+
+
+def log(message: str) -> None:
+    print(f"[installer] {message}", flush=True)
+
+
+@dataclass
+class Timer:
+    label: str
+    start: float = 0.0
+    seconds: float = 0.0
+
+    def __enter__(self) -> Timer:
+        self.start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.seconds = time.perf_counter() - self.start
+        log(f"{self.label}: {self.seconds:.1f} s")
+
+
+def default_cache_dir() -> Path:
+    env = os.environ.get("NPU_STUDIO_BUILD_CACHE")
+    if env:
+        return Path(env)
+    if sys.platform == "win32" and os.environ.get("LOCALAPPDATA"):
+        return Path(os.environ["LOCALAPPDATA"]) / "npu-studio-build"
+    return Path.home() / ".cache" / "npu-studio-build"
+
+
+def stage_dir_for(arch: str, build_dir: Path = BUILD_DIR) -> Path:
+    return build_dir / arch / "payload"
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+# ---- resolution and wheel cache ------------------------------------------------------------------------
+
+
+def _resolution_cache_path(cache: Path, target: str, python: str, requirements: Sequence[str]) -> Path:
+    key = hashlib.sha256("\n".join(requirements).encode()).hexdigest()[:16]
+    return cache / "resolutions" / f"{target}-py{python}-{key}.json"
+
+
+def _load_cached_resolution(path: Path) -> resolve.Resolution | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        packages = [resolve.ResolvedPackage(**p) for p in data["packages"]]
+        return resolve.Resolution(
+            target=data["target"],
+            python_version=data["python_version"],
+            requirements=list(data["requirements"]),
+            packages=packages,
+            problems=list(data["problems"]),
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _wheel_ok(path: Path, pkg: resolve.ResolvedPackage) -> bool:
+    return path.is_file() and (pkg.sha256 is None or sha256_of(path) == pkg.sha256)
+
+
+def resolve_and_download(
+    arch: str, python: str, cache: Path, offline: bool = False
+) -> tuple[resolve.Resolution, list[Path]]:
+    """Resolve the Windows runtime set for `arch` and return the wheels, downloading only what is missing."""
+    target = ARCH_TO_TARGET[arch]
+    requirements = resolve.requirements_for(resolve.TARGETS[target], python)
+    cached_path = _resolution_cache_path(cache, target, python, requirements)
+    wheel_dir = cache / "wheels"
+    wheel_dir.mkdir(parents=True, exist_ok=True)
+    resolution = _load_cached_resolution(cached_path)
+    if resolution is not None and all(_wheel_ok(wheel_dir / p.filename, p) for p in resolution.packages):
+        log(f"using the cached resolution and wheels for {target} (python {python})")
+        return resolution, [wheel_dir / p.filename for p in resolution.packages]
+    if offline:
+        raise BuildError(
+            f"--offline: no complete cached resolution for {target} (python {python}) in {cache}; "
+            "run one build with network access first"
+        )
+    try:
+        resolution = resolve.resolve(target, python)
+    except resolve.ResolutionError as exc:
+        raise BuildError(str(exc)) from exc
+    if not resolution.ok:
+        raise BuildError(f"{target} resolves to a broken runtime set: {'; '.join(resolution.problems)}")
+    missing = [p for p in resolution.packages if not _wheel_ok(wheel_dir / p.filename, p)]
+    if missing:
+        log(f"downloading {len(missing)} wheel(s) for {target} into {wheel_dir}")
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            *(a for plat in resolve.TARGETS[target].pip_platforms for a in ("--platform", plat)),
+            "--python-version",
+            python,
+            "--implementation",
+            "cp",
+            "--dest",
+            str(wheel_dir),
+            "--quiet",
+            "--disable-pip-version-check",
+            *(f"{p.name}=={p.version}" for p in missing),
+        ]
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise BuildError(f"pip download failed for {target}: {proc.stderr.strip()[-1500:]}")
+    bad = [p.filename for p in resolution.packages if not _wheel_ok(wheel_dir / p.filename, p)]
+    if bad:
+        raise BuildError(f"downloaded wheels missing or with a wrong sha256: {', '.join(bad)}")
+    cached_path.parent.mkdir(parents=True, exist_ok=True)
+    cached_path.write_text(json.dumps(resolution.to_json(), indent=2), encoding="utf-8")
+    return resolution, [wheel_dir / p.filename for p in resolution.packages]
+
+
+def unpack_wheel(wheel: Path, site_packages: Path, prefix: Path) -> int:
+    """Install a wheel's files the way an installer would (purelib/platlib/data), without running code.
+
+    Scripts and headers are left out: the app starts through its own launcher. Returns the file count.
+    """
+    count = 0
+    with zipfile.ZipFile(wheel) as zf:
+        for info in zf.infolist():
+            if info.is_dir():
+                continue
+            parts = info.filename.split("/")
+            if any(part in ("", "..") for part in parts) or info.filename.startswith("/") or ":" in parts[0]:
+                raise BuildError(f"{wheel.name} holds an unsafe path: {info.filename}")
+            dest_root = site_packages
+            if parts[0].endswith(".data") and len(parts) > 2:
+                scheme, parts = parts[1], parts[2:]
+                if scheme in ("purelib", "platlib"):
+                    dest_root = site_packages
+                elif scheme == "data":
+                    dest_root = prefix
+                else:  # scripts, headers
+                    continue
+            dest = dest_root.joinpath(*parts)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            with zf.open(info) as src, dest.open("wb") as out:
+                shutil.copyfileobj(src, out)
+            count += 1
+    return count
+
+
+# ---- sources, assets, models, icon ------------------------------------------------------------------------
+
+
+def _ignore_build_junk(directory: str, names: list[str]) -> set[str]:
+    return {n for n in names if n in ("__pycache__", ".mypy_cache", ".pytest_cache") or n.endswith(".pyc")}
+
+
+def copy_sources(dest: Path) -> None:
+    for package in SOURCE_PACKAGES:
+        shutil.copytree(REPO / package, dest / package, ignore=_ignore_build_junk)
+
+
+def model_folders(models_dir: Path) -> Iterator[Path]:
+    """Finished model folders only: a manifest.json, not a recipe's hidden work folder."""
+    if not models_dir.is_dir():
+        return
+    for child in sorted(models_dir.iterdir()):
+        if child.is_dir() and not child.name.startswith(".") and (child / "manifest.json").is_file():
+            yield child
+
+
+def copy_assets(dest: Path, models_dir: Path) -> list[str]:
+    """Copy assets/ (no recipes) and the finished demo models; returns the model names bundled."""
+    source = REPO / "assets"
+    dest.mkdir(parents=True, exist_ok=True)
+    for child in sorted(source.iterdir()):
+        if child.name in ASSET_EXCLUDES or child.name.startswith("."):
+            continue
+        if child.is_dir():
+            shutil.copytree(child, dest / child.name, ignore=_ignore_build_junk)
+        else:
+            shutil.copy2(child, dest / child.name)
+    bundled: list[str] = []
+    for folder in model_folders(models_dir):
+        shutil.copytree(
+            folder,
+            dest / "models" / folder.name,
+            ignore=lambda _d, names: {n for n in names if n.startswith(".")},
+        )
+        bundled.append(folder.name)
+    return bundled
+
+
+def make_icon(out: Path) -> Path:
+    """The product icon (.ico, 16-256 px) rendered from assets/icons/app.svg."""
+    svg = REPO / "assets" / "icons" / "app.svg"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    sizes = [16, 24, 32, 48, 64, 128, 256]
+    try:
+        from PIL import Image, ImageDraw
+    except ImportError as exc:
+        raise BuildError("Pillow is needed to write the icon: install the app's dependencies first") from exc
+
+    images: list[Image.Image] = []
+    try:
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+        from PySide6.QtCore import QByteArray
+        from PySide6.QtGui import QColor, QGuiApplication, QImage, QPainter
+        from PySide6.QtSvg import QSvgRenderer
+
+        _app = QGuiApplication.instance() or QGuiApplication([])
+        data = svg.read_text(encoding="utf-8").replace("currentColor", "#2563eb")
+        renderer = QSvgRenderer(QByteArray(data.encode()))
+        if not renderer.isValid():
+            raise ValueError(f"{svg} is not a valid SVG")
+        big = QImage(256, 256, QImage.Format.Format_ARGB32)
+        big.fill(QColor(0, 0, 0, 0))
+        painter = QPainter(big)
+        renderer.render(painter)
+        painter.end()
+        png = out.with_suffix(".png")
+        if not big.save(str(png)):
+            raise OSError(f"Qt could not write {png}")
+        with Image.open(png) as rendered:
+            images = [rendered.convert("RGBA")]
+        png.unlink()
+    except (ImportError, OSError, ValueError) as exc:
+        log(f"icon: rendering {svg.name} with Qt failed ({exc}); drawing a plain icon")
+        img = Image.new("RGBA", (256, 256), (0, 0, 0, 0))
+        draw = ImageDraw.Draw(img)
+        draw.rounded_rectangle((16, 16, 240, 240), radius=48, fill=(37, 99, 235, 255))
+        draw.rounded_rectangle((80, 80, 176, 176), radius=16, outline=(255, 255, 255, 255), width=14)
+        images = [img]
+    images[0].save(out, format="ICO", sizes=[(s, s) for s in sizes])
+    return out
+
+
+def write_launcher_stub(payload: Path, arch: str, python: str) -> None:
+    selector = f"-V:{python}-arm64" if arch == "arm64" else f"-{python}"
+    stub = (
+        "@echo off\r\n"
+        f"rem NPU Studio launcher (wheels payload): needs CPython {python} for {arch} on this machine.\r\n"
+        "setlocal\r\n"
+        'set "NPU_STUDIO_DIR=%~dp0"\r\n'
+        "where py >nul 2>nul\r\n"
+        "if %errorlevel%==0 (\r\n"
+        f'  py {selector} -I "%NPU_STUDIO_DIR%_internal\\launcher.py" %*\r\n'
+        ") else (\r\n"
+        '  python -I "%NPU_STUDIO_DIR%_internal\\launcher.py" %*\r\n'
+        ")\r\n"
+        "exit /b %errorlevel%\r\n"
+    )
+    (payload / ENTRY_STUB).write_bytes(stub.encode("ascii"))
+
+
+def write_payload_info(payload: Path, info: dict[str, object]) -> None:
+    path = payload / wix.PAYLOAD_INFO
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+# ---- stage ------------------------------------------------------------------------------------------------------
+
+
+def stage_wheels(
+    arch: str,
+    payload: Path,
+    models_dir: Path,
+    python: str = DEFAULT_PYTHON,
+    cache: Path | None = None,
+    offline: bool = False,
+) -> dict[str, object]:
+    """Stage the wheels payload (works on any OS). Returns the payload description written with it."""
+    cache = cache or default_cache_dir()
+    timings: dict[str, float] = {}
+    with Timer("resolve + download (cached wheels are reused)") as t:
+        resolution, wheels = resolve_and_download(arch, python, cache, offline)
+    timings["resolve_download_s"] = round(t.seconds, 2)
+    if payload.exists():
+        shutil.rmtree(payload)
+    internal = payload / "_internal"
+    site_packages = internal / "site-packages"
+    site_packages.mkdir(parents=True)
+    with Timer(f"unpack {len(wheels)} wheels") as t:
+        files = sum(unpack_wheel(w, site_packages, internal) for w in wheels)
+    timings["unpack_s"] = round(t.seconds, 2)
+    with Timer("copy app sources, assets and models") as t:
+        copy_sources(internal)
+        models = copy_assets(internal / "assets", models_dir)
+        shutil.copy2(INSTALLER_DIR / "launcher.py", internal / "launcher.py")
+        write_launcher_stub(payload, arch, python)
+    timings["copy_s"] = round(t.seconds, 2)
+    if not models:
+        log(f"warning: no finished demo models in {models_dir}; the MSI will have no offline demos")
+    info: dict[str, object] = {
+        "kind": "pystub",
+        "entry": ENTRY_STUB,
+        "arch": arch,
+        "target": resolution.target,
+        "python_version": python,
+        "packages": resolution.versions(),
+        "models": models,
+        "wheel_files": files,
+    }
+    write_payload_info(payload, info)
+    return {**info, "timings": timings}
+
+
+def installed_runtime_problems(arch: str) -> list[str]:
+    """Check the running environment (what PyInstaller freezes) holds exactly the target's runtime set."""
+    from importlib import metadata
+
+    from packaging.utils import canonicalize_name
+
+    packages = [
+        resolve.ResolvedPackage(
+            name=canonicalize_name(dist.metadata["Name"]), version=dist.version, filename="", url="", sha256=None
+        )
+        for dist in metadata.distributions()
+    ]
+    return resolve.check_packages(resolve.TARGETS[ARCH_TO_TARGET[arch]], packages)
+
+
+def stage_frozen(arch: str, payload: Path, models_dir: Path, install: bool, icon: Path) -> dict[str, object]:
+    """Freeze the app with PyInstaller (Windows only) into `payload`; writes the product icon to `icon`."""
+    if sys.platform != "win32":
+        raise BuildError(
+            "the frozen payload is built on Windows (PyInstaller cannot cross-freeze); use --payload wheels"
+        )
+    machine = platform.machine().upper()
+    native = {"AMD64": "x64", "ARM64": "arm64"}.get(machine)
+    if native != arch:
+        raise BuildError(f"this is a {machine} Windows: it freezes the {native} app, not {arch}")
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    requirements = resolve.requirements_for(resolve.TARGETS[ARCH_TO_TARGET[arch]], python)
+    if install:
+        with Timer("pip install the runtime set and build tools"):
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "install",
+                    "--only-binary=:all:",
+                    *requirements,
+                    "-r",
+                    str(INSTALLER_DIR / "requirements-build.txt"),
+                ],
+                check=True,
+            )
+    problems = installed_runtime_problems(arch)
+    if problems:
+        raise BuildError(f"this environment's runtime set is wrong for {arch}: {'; '.join(problems)}")
+    make_icon(icon)  # needs Pillow (and PySide6 for the SVG), installed just above
+    work = payload.parent / "pyinstaller"
+    env = {**os.environ, "NPU_STUDIO_MODELS_DIR": str(models_dir), "NPU_STUDIO_ICON": str(icon)}
+    with Timer("PyInstaller one-folder build"):
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "PyInstaller",
+                "--noconfirm",
+                "--clean",
+                "--distpath",
+                str(work / "dist"),
+                "--workpath",
+                str(work / "work"),
+                str(INSTALLER_DIR / "npu_studio.spec"),
+            ],
+            check=True,
+            env=env,
+            cwd=REPO,
+        )
+    if payload.exists():
+        shutil.rmtree(payload)
+    shutil.move(str(work / "dist" / "npu-studio"), str(payload))
+    models = [p.name for p in model_folders(payload / "_internal" / "assets" / "models")]
+    from importlib import metadata
+
+    info: dict[str, object] = {
+        "kind": "frozen",
+        "entry": ENTRY_FROZEN,
+        "arch": arch,
+        "target": ARCH_TO_TARGET[arch],
+        "python_version": python,
+        "packages": {
+            name: metadata.version(name)
+            for name in sorted(resolve.WHOLE_ORT_BUILDS | resolve.GENAI_BUILDS | {resolve.QNN_PLUGIN})
+            if _installed(name)
+        },
+        "models": models,
+    }
+    write_payload_info(payload, info)
+    return info
+
+
+def _installed(name: str) -> bool:
+    from importlib import metadata
+
+    try:
+        metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+# ---- msi ----------------------------------------------------------------------------------------------------------
+
+
+def write_wxs(product: Product, payload: Path, icon: Path, arch: str, schema: str, out: Path) -> Path:
+    """Write the WiX source; v3 (wixl) sources are relative to the .wxs folder, where wixl runs."""
+    base = out.parent.resolve() if schema == "v3" else None
+    try:
+        text = wix.generate(product, payload, icon, arch, schema, base)
+    except wix.PayloadError as exc:
+        raise BuildError(str(exc)) from exc
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    return out
+
+
+def build_msi_wixl(product: Product, payload: Path, icon: Path, arch: str, out_dir: Path, work: Path) -> Path:
+    if arch != "x64":
+        raise BuildError("wixl builds x64 (and x86) MSIs only; build the arm64 MSI on Windows with WiX v4+")
+    for tool in ("wixl", "msibuild"):
+        if shutil.which(tool) is None:
+            raise BuildError(f"{tool} is not installed: {APT_LINE}")
+    info = wix.read_payload_info(payload)
+    wxs = write_wxs(product, payload, icon, arch, "v3", work / "npu-studio.v3.wxs")
+    out = out_dir / product.msi_filename(arch, info.kind)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with Timer("wixl"):
+        proc = subprocess.run(
+            ["wixl", "--arch", arch, "--output", str(out.resolve()), wxs.name],
+            capture_output=True,
+            text=True,
+            check=False,
+            cwd=wxs.parent,
+        )
+    if proc.returncode != 0 or not out.exists():
+        raise BuildError(f"wixl failed: {proc.stderr.strip()[-2000:]}")
+    # wixl schedules RemoveExistingProducts after InstallFinalize and ignores MajorUpgrade/@Schedule;
+    # move it right after InstallValidate, as WiX v4's afterInstallValidate does.
+    query = "UPDATE `InstallExecuteSequence` SET `Sequence` = 1401 WHERE `Action` = 'RemoveExistingProducts'"
+    proc = subprocess.run(["msibuild", str(out), "-q", query], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise BuildError(f"msibuild could not reschedule RemoveExistingProducts: {proc.stderr.strip()}")
+    return out
+
+
+def build_msi_wix(product: Product, payload: Path, icon: Path, arch: str, out_dir: Path, work: Path) -> Path:
+    if shutil.which("wix") is None:
+        raise BuildError("WiX v4+ is not installed: dotnet tool install --global wix")
+    info = wix.read_payload_info(payload)
+    wxs = write_wxs(product, payload, icon, arch, "v4", work / "npu-studio.v4.wxs")
+    out = out_dir / product.msi_filename(arch, info.kind)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with Timer("wix build"):
+        subprocess.run(["wix", "build", "-arch", arch, "-o", str(out), str(wxs)], check=True)
+    return out
+
+
+def build_msi(
+    arch: str,
+    payload: Path,
+    out_dir: Path = DIST_DIR,
+    toolset: str | None = None,
+    version: str | None = None,
+    icon: Path | None = None,
+) -> Path:
+    product = load_product(version=version)
+    work = payload.parent
+    icon = icon or make_icon(work / "npu-studio.ico")
+    toolset = toolset or ("wix" if sys.platform == "win32" else "wixl")
+    builder = {"wixl": build_msi_wixl, "wix": build_msi_wix}[toolset]
+    return builder(product, payload, icon, arch, out_dir, work)
+
+
+# ---- command line ----------------------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="installer/build.py", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--arch", choices=ARCHES, required=True)
+        p.add_argument("--build-dir", type=Path, default=BUILD_DIR, help="staging root (default build/installer)")
+
+    for name in ("stage", "all"):
+        p = sub.add_parser(name, help="stage the payload" + (" and build the MSI" if name == "all" else ""))
+        common(p)
+        p.add_argument(
+            "--payload", choices=("frozen", "wheels"), default="frozen" if sys.platform == "win32" else "wheels"
+        )
+        p.add_argument(
+            "--models",
+            type=Path,
+            default=REPO / "assets" / "models",
+            help="folder of built demo models (default assets/models)",
+        )
+        p.add_argument("--python-version", default=DEFAULT_PYTHON, help="wheels payload: CPython version")
+        p.add_argument("--cache-dir", type=Path, default=None, help="wheel cache (default ~/.cache/npu-studio-build)")
+        p.add_argument("--offline", action="store_true", help="wheels payload: use the cache only")
+        p.add_argument(
+            "--no-install",
+            action="store_true",
+            help="frozen payload: do not pip install the runtime set into this environment",
+        )
+    for name in ("msi", "all"):
+        p = sub.choices[name] if name in sub.choices else sub.add_parser(name, help="build the MSI from the stage")
+        if name == "msi":
+            common(p)
+        p.add_argument(
+            "--toolset",
+            choices=("wixl", "wix"),
+            default=None,
+            help="wixl (Linux, WiX v3 source, x64) or wix (Windows, WiX v4+); default by OS",
+        )
+        p.add_argument("--out", type=Path, default=DIST_DIR, help="where the MSI goes (default dist/)")
+        p.add_argument("--version", default=None, help="override pyproject's version (upgrade testing)")
+    p = sub.add_parser("wxs", help="write the WiX source for a staged payload")
+    common(p)
+    p.add_argument("--schema", choices=("v3", "v4"), required=True)
+    p.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args(argv)
+
+    payload = stage_dir_for(args.arch, args.build_dir)
+    try:
+        if args.command in ("stage", "all"):
+            with Timer("stage"):
+                if args.payload == "wheels":
+                    info = stage_wheels(
+                        args.arch, payload, args.models, args.python_version, args.cache_dir, args.offline
+                    )
+                else:
+                    info = stage_frozen(
+                        args.arch, payload, args.models, not args.no_install, payload.parent / "npu-studio.ico"
+                    )
+            log(f"staged {payload}: {json.dumps(info, sort_keys=True)}")
+        if args.command in ("msi", "all"):
+            out = build_msi(args.arch, payload, args.out, args.toolset, args.version)
+            log(f"built {out} ({out.stat().st_size / 1e6:.1f} MB)")
+        if args.command == "wxs":
+            product = load_product()
+            icon = make_icon(payload.parent / "npu-studio.ico")
+            out = args.out or payload.parent / f"npu-studio.{args.schema}.wxs"
+            write_wxs(product, payload, icon, args.arch, args.schema, out)
+            log(f"wrote {out}")
+    except (BuildError, wix.PayloadError, ValueError) as exc:
+        print(f"installer/build.py: error: {exc}", file=sys.stderr)
+        return 2
+    except subprocess.CalledProcessError as exc:
+        print(
+            f"installer/build.py: error: {' '.join(map(str, exc.cmd[:3]))} ... exited with {exc.returncode}",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
