@@ -1,0 +1,113 @@
+"""Model variants: an NPU device choice prefers the QDQ (quantized) variant of a model when one exists.
+
+Pure Python over manifests (no onnxruntime): the UI and the app can call it before any session exists.
+A variant is a model folder whose manifest says `source.derived_from` = the float model's name, whose
+precision starts with "qdq", and whose devices include "npu" (what `npu-studio quantize` and the demo
+recipe write).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from engines.types import DeviceChoice, DeviceType, Policy
+
+log = logging.getLogger(__name__)
+
+_MANIFEST = "manifest.json"
+_MAX_MANIFEST_BYTES = 1 << 20
+
+
+def _manifest(folder: Path) -> Mapping[str, Any] | None:
+    path = folder / _MANIFEST
+    try:
+        if not path.is_file() or path.stat().st_size > _MAX_MANIFEST_BYTES:
+            return None
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def is_quantized(manifest: Mapping[str, Any]) -> bool:
+    return str(manifest.get("precision", "")).lower().startswith("qdq")
+
+
+def wants_npu(choice: DeviceChoice, npu_available: bool = False) -> bool:
+    """True for an NPU choice (`npu`, `qnn`, ...), and for automatic choices that will pick the NPU."""
+    if choice.wanted_type == DeviceType.NPU:
+        return True
+    automatic = choice.ep is None and choice.policy in (Policy.AUTO, Policy.MAX_EFFICIENCY)
+    return automatic and npu_available
+
+
+def _agreement(manifest: Mapping[str, Any]) -> float:
+    found = manifest.get("verification", {})
+    agreement = found.get("top1_agreement_with_float", {}) if isinstance(found, dict) else {}
+    try:
+        return float(agreement["agree"]) / float(agreement["total"])
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        return 0.0
+
+
+def qdq_variants(model_folder: Path, roots: Iterable[Path]) -> list[Path]:
+    """QDQ variants of the model in `model_folder`, best first (agreement with float, then 16-bit
+    activations, then name)."""
+    base = _manifest(model_folder)
+    if base is None:
+        return []
+    name = str(base.get("name", model_folder.name))
+    candidates: list[tuple[float, int, str, Path]] = []
+    seen: set[Path] = set()
+    for root in roots:
+        if not root.is_dir():
+            continue
+        for folder in sorted(root.iterdir()):
+            if not folder.is_dir() or folder.resolve() in seen or folder.resolve() == model_folder.resolve():
+                continue
+            seen.add(folder.resolve())
+            manifest = _manifest(folder)
+            if manifest is None or not is_quantized(manifest):
+                continue
+            source = manifest.get("source", {})
+            derived = source.get("derived_from") if isinstance(source, dict) else None
+            devices = [str(d).lower() for d in manifest.get("devices", [])]
+            if derived != name or "npu" not in devices:
+                continue
+            sixteen = 1 if "16" in str(manifest.get("precision", "")) else 0
+            candidates.append((-_agreement(manifest), -sixteen, folder.name, folder))
+    return [c[3] for c in sorted(candidates)]
+
+
+def resolve_variant(
+    model_folder: str | os.PathLike[str],
+    choice: DeviceChoice,
+    models_root: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    *,
+    npu_available: bool = False,
+) -> Path:
+    """The folder to load for `choice`: the best QDQ variant of the model for an NPU choice when one
+    exists (in `models_root` or next to the model), else the model itself."""
+    folder = Path(model_folder)
+    if not wants_npu(choice, npu_available):
+        return folder
+    manifest = _manifest(folder)
+    if manifest is None or is_quantized(manifest):
+        return folder
+    roots = _roots(models_root)
+    variants = qdq_variants(folder, [*roots, folder.parent])
+    if variants:
+        log.info("NPU choice: using the QDQ variant %s of %s", variants[0].name, folder.name)
+        return variants[0]
+    return folder
+
+
+def _roots(models_root: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[Path]:
+    if isinstance(models_root, str | os.PathLike):
+        return [Path(models_root)]
+    return [Path(r) for r in models_root]
