@@ -1,0 +1,544 @@
+"""Catalog downloads from the Hugging Face Hub, only when the user asks for one.
+
+Importing this module touches no network (and does not even import ``huggingface_hub``). A download:
+
+1. lists the variant's files through the Hub API (``HfApi.list_repo_tree`` on the catalog's subfolder,
+   filtered with the catalog's allow-patterns),
+2. checks the free disk space against their sizes before the first byte,
+3. fetches each file with ``huggingface_hub``'s ``get_hf_file_metadata`` + ``http_get`` into
+   ``<library>/.downloads/<id>/`` with progress, cancel (checked on every chunk) and resume: a partial
+   file is kept under a stable name and continued with an HTTP range request by the next attempt, in the
+   same run (dropped connection) or a later one (cancel, crash, network gone),
+4. verifies each file's SHA-256 where the catalog or the Hub (LFS) knows it; a mismatch deletes the
+   download and fails,
+5. validates the folder like an import and moves it into the library in one rename.
+
+The endpoint is explicit (``endpoint=`` or ``HF_ENDPOINT`` read at call time, never at import time), so
+tests point it at a loopback server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fnmatch
+import hashlib
+import json
+import logging
+import os
+import shutil
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any, cast
+
+from engines.errors import CancelledError, ModelError, StorageError, StudioError
+from engines.library import (
+    KIND_LLM,
+    ModelEntry,
+    check_free_space,
+    check_name,
+    commit_folder,
+    format_bytes,
+)
+from engines.types import CancelToken
+
+log = logging.getLogger(__name__)
+
+DEFAULT_ENDPOINT = "https://huggingface.co"
+DOWNLOADS_DIR = ".downloads"
+CATALOG_SCHEMA = 1
+_CHUNK = 1 << 20
+_STATE = "state.json"
+
+
+class DownloadError(StudioError):
+    """A download could not be done (forbidden, network, the Hub refused)."""
+
+    code = "download"
+
+
+# --------------------------------------------------------------------------------------------
+# Catalog
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CatalogFile:
+    path: str  # relative to the variant's subfolder
+    size: int | None = None
+    sha256: str | None = None
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    id: str
+    display_name: str
+    kind: str
+    repo_id: str
+    revision: str
+    subfolder: str
+    licence: str
+    publisher: str
+    size_bytes: int | None  # approximate, for display; the real sizes come from the Hub before downloading
+    context_length: int | None
+    parameters: str
+    precision: str
+    devices: tuple[str, ...]
+    execution_provider: str
+    notes: str = ""
+    files: tuple[CatalogFile, ...] = ()
+
+    @property
+    def allow_patterns(self) -> list[str]:
+        return [f"{self.subfolder}/*"] if self.subfolder else ["*"]
+
+    @property
+    def url(self) -> str:
+        tree = f"/tree/{self.revision}/{self.subfolder}" if self.subfolder else ""
+        return f"https://huggingface.co/{self.repo_id}{tree}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "display_name": self.display_name,
+            "kind": self.kind,
+            "repo_id": self.repo_id,
+            "revision": self.revision,
+            "subfolder": self.subfolder,
+            "allow_patterns": self.allow_patterns,
+            "licence": self.licence,
+            "publisher": self.publisher,
+            "size_bytes": self.size_bytes,
+            "context_length": self.context_length,
+            "parameters": self.parameters,
+            "precision": self.precision,
+            "devices": list(self.devices),
+            "execution_provider": self.execution_provider,
+            "notes": self.notes,
+            "url": self.url,
+        }
+
+
+def _catalog_error(path: Path, what: str) -> ModelError:
+    return ModelError(f"The model catalog {path} is not valid: {what}.", "Reinstall NPU Studio to restore it.")
+
+
+def load_catalog(path: Path) -> list[CatalogEntry]:
+    """Read and validate `assets/catalog.json`."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ModelError(f"The model catalog {path} is missing.", "Reinstall NPU Studio to restore it.") from None
+    except (OSError, ValueError) as exc:
+        raise _catalog_error(path, str(exc)) from exc
+    if not isinstance(data, dict) or data.get("schema") != CATALOG_SCHEMA or not isinstance(data.get("models"), list):
+        raise _catalog_error(path, f"expected {{'schema': {CATALOG_SCHEMA}, 'models': [...]}}")
+    entries: list[CatalogEntry] = []
+    for index, item in enumerate(data["models"]):
+        try:
+            entries.append(_entry(item))
+        except (KeyError, TypeError, ValueError, ModelError) as exc:
+            raise _catalog_error(path, f"models[{index}]: {exc}") from exc
+    ids = [e.id for e in entries]
+    if len(set(ids)) != len(ids):
+        raise _catalog_error(path, "duplicate ids")
+    return entries
+
+
+def _entry(item: Mapping[str, Any]) -> CatalogEntry:
+    check_name(str(item["id"]))
+    if item.get("kind", KIND_LLM) != KIND_LLM:
+        raise ValueError("only genai-llm models can be downloaded")
+    subfolder = str(item.get("subfolder", "")).strip("/")
+    if subfolder and (".." in PurePosixPath(subfolder).parts or subfolder.startswith("/")):
+        raise ValueError(f"bad subfolder {subfolder!r}")
+    files = tuple(
+        CatalogFile(str(f["path"]), f.get("size"), str(f["sha256"]).lower() if f.get("sha256") else None)
+        for f in item.get("files", [])
+    )
+    return CatalogEntry(
+        id=str(item["id"]),
+        display_name=str(item.get("display_name", item["id"])),
+        kind=KIND_LLM,
+        repo_id=str(item["repo_id"]),
+        revision=str(item.get("revision", "main")),
+        subfolder=subfolder,
+        licence=str(item.get("licence", "")),
+        publisher=str(item.get("publisher", "")),
+        size_bytes=int(item["size_bytes"]) if item.get("size_bytes") else None,
+        context_length=int(item["context_length"]) if item.get("context_length") else None,
+        parameters=str(item.get("parameters", "")),
+        precision=str(item.get("precision", "")),
+        devices=tuple(str(d) for d in item.get("devices", [])),
+        execution_provider=str(item.get("execution_provider", "")),
+        notes=str(item.get("notes", "")),
+        files=files,
+    )
+
+
+def find_entry(catalog: Sequence[CatalogEntry], entry_id: str) -> CatalogEntry:
+    for entry in catalog:
+        if entry.id == entry_id:
+            return entry
+    raise ModelError(f"'{entry_id}' is not in the model catalog.", "Run `npu-studio models catalog` to see the ids.")
+
+
+# --------------------------------------------------------------------------------------------
+# Download
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    repo_path: str  # path in the repository
+    rel: str  # path inside the model folder (relative to the subfolder)
+    size: int
+    sha256: str | None  # expected content hash, when known
+    sha_source: str = ""  # "catalog" or "hub"
+
+
+@dataclass(frozen=True)
+class DownloadProgress:
+    file: str
+    file_done: int
+    file_total: int
+    done: int  # bytes of the whole download on disk (resumed bytes included)
+    total: int
+    files_done: int
+    files_total: int
+
+    @property
+    def fraction(self) -> float:
+        return self.done / self.total if self.total else 0.0
+
+
+ProgressCallback = Callable[[DownloadProgress], None]
+
+
+def resolve_endpoint(endpoint: str | None = None) -> str:
+    return (endpoint or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
+
+
+def staging_dir(user_dir: Path, entry_id: str) -> Path:
+    return user_dir / DOWNLOADS_DIR / entry_id
+
+
+def partial_bytes(user_dir: Path, entry_id: str) -> int:
+    """Bytes already on disk for an unfinished download of `entry_id` (0 when none)."""
+    root = staging_dir(user_dir, entry_id)
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file()) if root.is_dir() else 0
+
+
+def discard_partial(user_dir: Path, entry_id: str) -> bool:
+    root = staging_dir(user_dir, entry_id)
+    if not root.exists():
+        return False
+    shutil.rmtree(root, ignore_errors=True)
+    return True
+
+
+def list_remote_files(entry: CatalogEntry, endpoint: str) -> list[RemoteFile]:
+    """The variant's files, from the Hub API (sizes and LFS SHA-256), filtered by the allow-patterns."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.hf_api import RepoFile
+
+    api = HfApi(endpoint=endpoint, token=False, library_name="npu-studio")
+    try:
+        tree = api.list_repo_tree(
+            entry.repo_id, path_in_repo=entry.subfolder or None, revision=entry.revision, recursive=True
+        )
+        items = [item for item in tree if isinstance(item, RepoFile)]
+    except Exception as exc:
+        raise _network_error(entry, exc) from exc
+    catalog_files = {f.path: f for f in entry.files}
+    prefix = f"{entry.subfolder}/" if entry.subfolder else ""
+    found: list[RemoteFile] = []
+    for item in items:
+        if not any(fnmatch.fnmatch(item.path, pattern) for pattern in entry.allow_patterns):
+            continue
+        rel = item.path[len(prefix):]
+        if not rel or rel.startswith(".") or "/." in rel:
+            continue
+        known = catalog_files.get(rel)
+        lfs_sha = item.lfs.sha256 if item.lfs is not None else None
+        if known is not None and known.sha256:
+            sha, source = known.sha256, "catalog"
+        elif lfs_sha:
+            sha, source = str(lfs_sha).lower(), "hub"
+        else:
+            sha, source = None, ""
+        found.append(RemoteFile(item.path, rel, int(item.size), sha, source))
+    missing = sorted(set(catalog_files) - {f.rel for f in found})
+    if missing:
+        raise DownloadError(
+            f"{entry.repo_id} no longer has {', '.join(missing[:3])} in {entry.subfolder or 'its root'}.",
+            "The repository changed; update NPU Studio for a current catalog.",
+        )
+    if not found:
+        raise DownloadError(f"{entry.repo_id} has no files under {entry.subfolder or 'its root'}.",
+                            "The repository changed; update NPU Studio for a current catalog.")
+    return sorted(found, key=lambda f: f.rel)
+
+
+def download_model(
+    entry: CatalogEntry,
+    user_dir: Path,
+    *,
+    allowed: bool,
+    bundled_dir: Path | None = None,
+    name: str | None = None,
+    endpoint: str | None = None,
+    progress: ProgressCallback | None = None,
+    cancel: CancelToken | None = None,
+) -> ModelEntry:
+    """Download a catalog model into the library. `allowed` is the user's consent (the setting or a
+    one-off flag): without it nothing touches the network."""
+    if not allowed:
+        raise DownloadError(
+            "Downloads are turned off (setting allow_downloads is false), so nothing was downloaded.",
+            "Turn on 'Allow downloads' in the settings, or pass --allow-download for this one download.",
+        )
+    name = check_name(name or entry.id)
+    if (user_dir / name).exists() or (bundled_dir is not None and (bundled_dir / name).exists()):
+        raise ModelError(f"A model named '{name}' is already in the library.",
+                         f"Remove it first (`npu-studio models remove {name}`) or pass --name.")
+    endpoint = resolve_endpoint(endpoint)
+    user_dir.mkdir(parents=True, exist_ok=True)
+    root = staging_dir(user_dir, entry.id)
+    files_dir, parts_dir = root / "files", root / "parts"
+    remote = list_remote_files(entry, endpoint)
+    total = sum(f.size for f in remote)
+    have = partial_bytes(user_dir, entry.id)
+    check_free_space(user_dir, max(0, total - have), "download")
+    files_dir.mkdir(parents=True, exist_ok=True)
+    parts_dir.mkdir(parents=True, exist_ok=True)
+    state = _read_state(root)
+    state.update({"id": entry.id, "repo_id": entry.repo_id, "revision": entry.revision})
+    digests: dict[str, str] = {}
+    done_before = 0
+    commits: set[str] = set()
+    for index, f in enumerate(remote):
+        if cancel is not None and cancel.cancelled:
+            raise _cancelled(user_dir, entry)
+        base = done_before
+        counts = index
+
+        def report(file_done: int, file_total: int, f: RemoteFile = f, base: int = base, counts: int = counts) -> None:
+            if progress is not None:
+                progress(DownloadProgress(f.rel, file_done, file_total, base + file_done, total, counts, len(remote)))
+
+        digest, commit = _fetch(entry, f, files_dir, parts_dir, state, root, endpoint, report, cancel, user_dir)
+        digests[f.rel] = digest
+        if commit:
+            commits.add(commit)
+        done_before += f.size
+    if progress is not None:
+        progress(DownloadProgress("", total, total, total, total, len(remote), len(remote)))
+    return _commit(entry, user_dir, name, files_dir, root, digests, sorted(commits), bundled_dir)
+
+
+def _commit(
+    entry: CatalogEntry,
+    user_dir: Path,
+    name: str,
+    files_dir: Path,
+    root: Path,
+    digests: dict[str, str],
+    commits: list[str],
+    bundled_dir: Path | None,
+) -> ModelEntry:
+    from engines.model_import import ImportDetails, genai_manifest
+
+    details = ImportDetails(
+        name=name,
+        display_name=entry.display_name,
+        licence=entry.licence,
+        precision=entry.precision,
+        devices=entry.devices,
+        source={
+            "catalog_id": entry.id,
+            "repo_id": entry.repo_id,
+            "revision": entry.revision,
+            "commit": commits[-1] if commits else "",
+            "subfolder": entry.subfolder,
+            "url": entry.url,
+            "publisher": entry.publisher,
+        },
+    )
+    try:
+        model = commit_folder(
+            files_dir,
+            user_dir,
+            name,
+            lambda folder, n: genai_manifest(folder, n, folder, details),
+            digests,
+            bundled_dir=bundled_dir,
+            rehash=False,  # every file was hashed from disk when it was verified
+        )
+    except ModelError as exc:
+        shutil.rmtree(root, ignore_errors=True)  # a finished download that is not a usable model: no use resuming
+        raise ModelError(f"The downloaded {entry.id} is not a usable model: {exc.message}",
+                         "The download was removed; the catalog entry may be out of date.") from exc
+    shutil.rmtree(root, ignore_errors=True)
+    return model
+
+
+def _read_state(root: Path) -> dict[str, Any]:
+    with contextlib.suppress(OSError, ValueError):
+        data = json.loads((root / _STATE).read_text(encoding="utf-8"))
+        if isinstance(data, dict) and isinstance(data.get("files"), dict):
+            return data
+    return {"files": {}}
+
+
+def _write_state(root: Path, state: Mapping[str, Any]) -> None:
+    tmp = root / f".{_STATE}.tmp"
+    tmp.write_text(json.dumps(state, indent=1), encoding="utf-8")
+    os.replace(tmp, root / _STATE)
+
+
+def _fetch(
+    entry: CatalogEntry,
+    f: RemoteFile,
+    files_dir: Path,
+    parts_dir: Path,
+    state: dict[str, Any],
+    root: Path,
+    endpoint: str,
+    report: Callable[[int, int], None],
+    cancel: CancelToken | None,
+    user_dir: Path,
+) -> tuple[str, str]:
+    """One file, resumed when a partial copy from the same remote version exists; returns (sha256, commit)."""
+    from huggingface_hub import get_hf_file_metadata, hf_hub_url
+
+    url = hf_hub_url(entry.repo_id, f.repo_path, revision=entry.revision, endpoint=endpoint)
+    try:
+        meta = get_hf_file_metadata(url, token=False, endpoint=endpoint)
+    except Exception as exc:
+        raise _network_error(entry, exc) from exc
+    size = meta.size if meta.size is not None else f.size
+    etag = meta.etag or ""
+    final, part = files_dir / f.rel, parts_dir / f"{f.rel}.part"
+    record = state["files"].get(f.rel, {})
+    if final.is_file() and record.get("etag") == etag and record.get("sha256") and final.stat().st_size == size:
+        report(size, size)
+        return str(record["sha256"]), str(meta.commit_hash or "")
+    if record.get("etag") != etag:  # another version of the file: a partial copy of the old one is useless
+        part.unlink(missing_ok=True)
+        final.unlink(missing_ok=True)
+    state["files"][f.rel] = {"etag": etag, "size": size}
+    _write_state(root, state)
+    part.parent.mkdir(parents=True, exist_ok=True)
+    resume = part.stat().st_size if part.exists() else 0
+    if resume > size:
+        part.unlink()
+        resume = 0
+    report(resume, size)
+    _http_get(entry, meta.location, part, resume, size, report, cancel, user_dir)
+    digest = _sha256(part, cancel, user_dir, entry)
+    expected = f.sha256 or (etag.lower() if len(etag) == 64 and all(c in "0123456789abcdef" for c in etag) else None)
+    if expected and digest != expected:
+        shutil.rmtree(root, ignore_errors=True)
+        raise ModelError(
+            f"{f.rel} from {entry.repo_id} failed its checksum: sha256 {digest[:16]}..., expected "
+            f"{expected[:16]}... (from the {f.sha_source or 'hub'}). The download was deleted.",
+            "Try again later; if it keeps failing, the file on the Hub differs from what the catalog expects.",
+        )
+    final.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(part, final)
+    state["files"][f.rel] = {"etag": etag, "size": size, "sha256": digest}
+    _write_state(root, state)
+    return digest, str(meta.commit_hash or "")
+
+
+def _http_get(
+    entry: CatalogEntry,
+    url: str,
+    part: Path,
+    resume: int,
+    size: int,
+    report: Callable[[int, int], None],
+    cancel: CancelToken | None,
+    user_dir: Path,
+) -> None:
+    from huggingface_hub.file_download import http_get
+
+    class _Progress:
+        """The progress bar huggingface_hub drives: reports bytes and checks cancel on every chunk (it is
+        called before the chunk is written, so the partial file always holds whole chunks)."""
+
+        def __init__(self, **kwargs: Any) -> None:
+            self.n = int(kwargs.get("initial") or 0)
+
+        def update(self, n: int | float | None = 1) -> None:
+            if cancel is not None and cancel.cancelled:
+                raise CancelledError("Download cancelled.")
+            self.n += int(n or 0)
+            report(self.n, size)
+
+        def close(self) -> None:
+            pass
+
+        def __enter__(self) -> _Progress:
+            return self
+
+        def __exit__(self, *args: object) -> None:
+            pass
+
+    try:
+        with open(part, "ab") as handle:
+            http_get(url, handle, resume_size=resume, expected_size=size, displayed_filename=part.name,
+                     tqdm_class=cast(Any, _Progress))
+    except CancelledError:
+        raise _cancelled(user_dir, entry) from None
+    except StudioError:
+        raise
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+            raise StorageError(
+                "The disk filled up during the download.",
+                f"Free some space and run the same download again: it resumes ({format_bytes(part.stat().st_size)} "
+                "of this file are kept).",
+            ) from exc
+        raise _network_error(entry, exc) from exc
+    except Exception as exc:
+        raise _network_error(entry, exc) from exc
+
+
+def _sha256(path: Path, cancel: CancelToken | None, user_dir: Path, entry: CatalogEntry) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            if cancel is not None and cancel.cancelled:
+                raise _cancelled(user_dir, entry)
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _cancelled(user_dir: Path, entry: CatalogEntry) -> CancelledError:
+    kept = partial_bytes(user_dir, entry.id)
+    return CancelledError(
+        f"Download of {entry.id} cancelled; {format_bytes(kept)} kept so the same download resumes later.",
+        f"Run it again to resume, or delete {staging_dir(user_dir, entry.id)} to free the space.",
+    )
+
+
+def _network_error(entry: CatalogEntry, exc: BaseException) -> StudioError:
+    if isinstance(exc, StudioError):
+        return exc
+    status = getattr(getattr(exc, "response", None), "status_code", None)
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if status in (401, 403):
+        return DownloadError(f"The Hub refused access to {entry.repo_id} (HTTP {status}).",
+                             "The repository may be gated or private; NPU Studio downloads public models only.")
+    if status == 404:
+        return DownloadError(f"{entry.repo_id} or one of its files was not found on the Hub (HTTP 404).",
+                             "The repository changed; update NPU Studio for a current catalog.")
+    if status is not None:
+        return DownloadError(f"The Hub answered HTTP {status} for {entry.repo_id}: {text}", "Try again later.")
+    return DownloadError(
+        f"The download of {entry.id} was interrupted: {type(exc).__name__}: {text}",
+        "Check the network connection and run the same download again: it resumes where it stopped.",
+    )

@@ -1,0 +1,483 @@
+"""The model library: the bundled demo models (read-only) plus the user's own models folder.
+
+Every model is a folder with a ``manifest.json`` (schema in ``assets/recipes/README.md``). This module
+lists them, verifies and removes them, adds a finished folder to the library in one rename
+(:func:`commit_folder`, used by imports and downloads), and estimates whether a model fits in memory
+before anything loads it. Pure Python: no network, no Qt, no ONNX Runtime.
+
+Hidden folders (``.import-*``, ``.removing-*``, ``.downloads``) are work in progress and never part of
+the library; :func:`clean_leftovers` removes what a killed import or removal left behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engines.errors import ModelError, StorageError
+from engines.manifest import file_entry, list_model_files, load_manifest, verify_files, write_manifest
+
+log = logging.getLogger(__name__)
+
+KIND_CLASSIFIER = "image-classifier"
+KIND_LLM = "genai-llm"
+KINDS = (KIND_CLASSIFIER, KIND_LLM)
+DEVICE_CLASSES = ("cpu", "gpu", "npu")
+GENAI_CONFIG = "genai_config.json"
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
+_WEIGHT_SUFFIXES = (".onnx", ".data", ".onnx_data", ".bin", ".pb")
+_LEFTOVER_PREFIXES = (".import-", ".removing-")
+LEFTOVER_AGE_SECONDS = 6 * 3600  # an import still running after this long was killed, not slow
+
+
+
+# --------------------------------------------------------------------------------------------
+# Entries
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelFile:
+    path: str
+    size: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """One model of the library, as its manifest describes it (no file is re-hashed to build this)."""
+
+    name: str
+    display_name: str
+    kind: str
+    folder: Path
+    bundled: bool
+    size_bytes: int
+    sha256: str  # digest of the manifest's (path, size, sha256) list: changes when any file changes
+    licence: str = ""
+    precision: str = ""
+    devices: tuple[str, ...] = ()
+    files: tuple[ModelFile, ...] = ()
+    context_length: int | None = None
+    source: str = ""
+    problem: str = ""  # why the model is not usable as it is ("" when fine)
+
+    @property
+    def usable(self) -> bool:
+        return not self.problem
+
+    @property
+    def short_sha(self) -> str:
+        return self.sha256[:12]
+
+    @property
+    def origin(self) -> str:
+        return "bundled" if self.bundled else "yours"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "display_name": self.display_name,
+            "kind": self.kind,
+            "folder": str(self.folder),
+            "origin": self.origin,
+            "read_only": self.bundled,
+            "size_bytes": self.size_bytes,
+            "sha256": self.sha256,
+            "licence": self.licence,
+            "precision": self.precision,
+            "devices": list(self.devices),
+            "context_length": self.context_length,
+            "source": self.source,
+            "problem": self.problem,
+            "files": [{"path": f.path, "size": f.size, "sha256": f.sha256} for f in self.files],
+        }
+
+
+def folder_digest(files: Iterable[ModelFile]) -> str:
+    """One SHA-256 for a whole model folder, from its manifest's file list (sorted by path)."""
+    digest = hashlib.sha256()
+    for f in sorted(files, key=lambda item: item.path):
+        digest.update(f"{f.path}\t{f.size}\t{f.sha256.lower()}\n".encode())
+    return digest.hexdigest()
+
+
+def _manifest_files(manifest: Mapping[str, Any]) -> tuple[ModelFile, ...]:
+    found: list[ModelFile] = []
+    for item in manifest.get("files", []):
+        if isinstance(item, Mapping):
+            path, size, sha = item.get("path"), item.get("size"), item.get("sha256")
+            if isinstance(path, str) and isinstance(size, int) and isinstance(sha, str):
+                found.append(ModelFile(path, size, sha))
+    return tuple(found)
+
+
+def _context_length(folder: Path, manifest: Mapping[str, Any]) -> int | None:
+    chat = manifest.get("chat")
+    if isinstance(chat, Mapping) and isinstance(chat.get("context_length"), int):
+        return int(chat["context_length"])
+    return None
+
+
+def read_entry(folder: Path, *, bundled: bool) -> ModelEntry:
+    """The library entry for one model folder; a folder with a broken manifest still gets an entry,
+    with `problem` saying what is wrong."""
+    try:
+        manifest = load_manifest(folder)
+    except ModelError as exc:
+        size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+        return ModelEntry(folder.name, folder.name, "unknown", folder, bundled, size, "", problem=exc.message)
+    files = _manifest_files(manifest)
+    problems = verify_files(folder, manifest, check_hashes=False)  # sizes only: cheap, catches most damage
+    kind = str(manifest.get("kind", ""))
+    if kind not in KINDS:
+        problems.insert(0, f"unknown kind {kind!r}")
+    devices = tuple(str(d) for d in manifest.get("devices", []) if isinstance(d, str))
+    source = manifest.get("source")
+    origin = ""
+    if isinstance(source, Mapping):
+        origin = str(source.get("repo_id") or source.get("imported_from") or "")
+    return ModelEntry(
+        name=str(manifest.get("name") or folder.name),
+        display_name=str(manifest.get("display_name") or manifest.get("name") or folder.name),
+        kind=kind,
+        folder=folder,
+        bundled=bundled,
+        size_bytes=sum(f.size for f in files),
+        sha256=folder_digest(files),
+        licence=str(manifest.get("licence", "")),
+        precision=str(manifest.get("precision", "")),
+        devices=devices,
+        files=files,
+        context_length=_context_length(folder, manifest),
+        source="bundled demo model" if bundled else origin,
+        problem="; ".join(problems[:3]) + (f" (+{len(problems) - 3} more)" if len(problems) > 3 else ""),
+    )
+
+
+def _model_folders(root: Path | None) -> list[Path]:
+    if root is None or not root.is_dir():
+        return []
+    return sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def scan_library(bundled_dir: Path | None, user_dir: Path | None) -> list[ModelEntry]:
+    """Every model: the bundled ones first, then the user's, each sorted by folder name."""
+    entries = [read_entry(f, bundled=True) for f in _model_folders(bundled_dir)]
+    entries += [read_entry(f, bundled=False) for f in _model_folders(user_dir)]
+    return entries
+
+
+def find_model(name: str, bundled_dir: Path | None, user_dir: Path | None) -> ModelEntry:
+    """A model by name: the user's library first, then the bundled models (as `classify --model` does)."""
+    check_name(name)
+    for root, bundled in ((user_dir, False), (bundled_dir, True)):
+        if root is not None and (root / name).is_dir():
+            return read_entry(root / name, bundled=bundled)
+    known = ", ".join(sorted({f.name for f in _model_folders(bundled_dir) + _model_folders(user_dir)})) or "none"
+    raise ModelError(f"There is no model named '{name}' in the library (models: {known}).",
+                     "Run `npu-studio models list` to see the names.")
+
+
+def check_name(name: str) -> str:
+    if not _NAME_RE.match(name or ""):
+        raise ModelError(
+            f"'{name}' is not a valid model name.",
+            "Use 1-80 letters, digits, '.', '_' or '-', starting with a letter or digit.",
+        )
+    return name
+
+
+def suggest_name(text: str) -> str:
+    """A valid model name derived from a folder or file name."""
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-._")[:80]
+    return cleaned or "model"
+
+
+# --------------------------------------------------------------------------------------------
+# Verify and remove
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    name: str
+    folder: Path
+    ok: bool
+    problems: tuple[str, ...]
+    files_checked: int
+    bytes_checked: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "folder": str(self.folder),
+            "ok": self.ok,
+            "problems": list(self.problems),
+            "files_checked": self.files_checked,
+            "bytes_checked": self.bytes_checked,
+        }
+
+
+def verify_model(folder: Path) -> VerifyReport:
+    """Re-hash every file and compare with the manifest; also report files the manifest does not list."""
+    try:
+        manifest = load_manifest(folder)
+    except ModelError as exc:
+        return VerifyReport(folder.name, folder, False, (exc.message,), 0, 0)
+    problems = verify_files(folder, manifest, check_hashes=True)
+    listed = {f.path for f in _manifest_files(manifest)}
+    problems += [f"{rel}: not in the manifest (added after the import)" for rel in list_model_files(folder)
+                 if rel not in listed]
+    files = _manifest_files(manifest)
+    return VerifyReport(
+        str(manifest.get("name") or folder.name), folder, not problems, tuple(problems),
+        len(files), sum(f.size for f in files),
+    )
+
+
+def remove_model(name: str, bundled_dir: Path | None, user_dir: Path) -> Path:
+    """Delete a model from the user's library. Bundled models are read-only and refused."""
+    check_name(name)
+    target = user_dir / name
+    if not target.is_dir():
+        if bundled_dir is not None and (bundled_dir / name).is_dir():
+            raise ModelError(
+                f"'{name}' is a bundled demo model; bundled models are read-only and cannot be removed.",
+                "Only models you imported or downloaded can be removed.",
+            )
+        raise ModelError(f"There is no model named '{name}' in your library.",
+                         "Run `npu-studio models list` to see the names.")
+    doomed = user_dir / f".removing-{name}-{uuid.uuid4().hex[:8]}"
+    try:
+        os.replace(target, doomed)  # one rename: the model is gone from the library at once
+    except OSError as exc:
+        raise StorageError(f"Could not remove {target}: {exc.strerror or exc}.",
+                           "Close any program using the model and try again.") from exc
+    shutil.rmtree(doomed, ignore_errors=True)
+    return target
+
+
+def clean_leftovers(user_dir: Path, max_age: float = LEFTOVER_AGE_SECONDS) -> list[Path]:
+    """Remove hidden folders left by killed imports/removals (older than `max_age` seconds)."""
+    removed: list[Path] = []
+    if not user_dir.is_dir():
+        return removed
+    now = time.time()
+    for path in user_dir.iterdir():
+        if path.is_dir() and path.name.startswith(_LEFTOVER_PREFIXES):
+            with contextlib.suppress(OSError):
+                if path.name.startswith(".removing-") or now - path.stat().st_mtime > max_age:
+                    shutil.rmtree(path)
+                    removed.append(path)
+    return removed
+
+
+# --------------------------------------------------------------------------------------------
+# Adding a model folder
+# --------------------------------------------------------------------------------------------
+
+
+def commit_folder(
+    folder: Path,
+    user_dir: Path,
+    name: str,
+    build_manifest: Callable[[Path, str], dict[str, Any]],
+    digests: Mapping[str, str],
+    *,
+    bundled_dir: Path | None = None,
+    rehash: bool = True,
+) -> ModelEntry:
+    """Turn a complete folder inside the library (same disk) into the model `name`: validate it through
+    `build_manifest`, write the manifest with every file's size and SHA-256, then rename it in one step.
+
+    `digests` are the SHA-256 values computed while the files arrived; with `rehash` the files are read
+    again from disk and must match them."""
+    manifest = build_manifest(folder, name)
+    present = set(list_model_files(folder))
+    if present != set(digests):
+        extra = sorted(present - set(digests)) + sorted(set(digests) - present)
+        raise ModelError(f"The model files changed during the import ({', '.join(extra[:3])}).",
+                         "Try the import again.")
+    entries: list[dict[str, Any]] = []
+    for rel in sorted(digests):
+        if rehash:
+            entry = file_entry(folder, rel)
+            if entry["sha256"] != digests[rel]:
+                raise StorageError(f"{rel} changed while it was copied (sha256 differs).",
+                                   "Check the disk and try the import again.")
+        else:
+            entry = {"path": rel, "size": (folder / rel).stat().st_size, "sha256": digests[rel]}
+        entries.append(entry)
+    manifest["files"] = entries
+    write_manifest(folder, manifest)
+    final = user_dir / name
+    if final.exists() or (bundled_dir is not None and (bundled_dir / name).exists()):
+        raise ModelError(f"A model named '{name}' appeared in the library during the import.",
+                         "Choose another name (--name).")
+    try:
+        os.replace(folder, final)
+    except OSError as exc:
+        raise StorageError(f"Could not move the model into {final}: {exc.strerror or exc}.", "Try again.") from exc
+    log.info("added model %s to %s", name, final)
+    return read_entry(final, bundled=False)
+
+
+def check_free_space(folder: Path, needed: int, what: str, margin: int = 64 << 20) -> None:
+    """StorageError unless `folder`'s disk has `needed` bytes (+ a margin) free."""
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError as exc:
+        raise StorageError(f"Could not check the free space in {folder}: {exc.strerror or exc}.") from exc
+    if free < needed + margin:
+        raise StorageError(
+            f"Not enough disk space for this {what}: it needs {format_bytes(needed)} "
+            f"and {folder} has {format_bytes(free)} free.",
+            "Free some disk space (or remove models you no longer use) and try again.",
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Fit hints
+# --------------------------------------------------------------------------------------------
+
+FITS = "fits"
+MAY_BE_SLOW = "may be slow"
+WONT_FIT = "won't fit"
+_DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "uint8": 1, "int8": 1, "float64": 8}
+
+
+@dataclass(frozen=True)
+class FitHint:
+    verdict: str  # FITS | MAY_BE_SLOW | WONT_FIT
+    weights_bytes: int
+    kv_cache_bytes: int
+    overhead_bytes: int
+    available_bytes: int
+    total_bytes: int
+    context: int | None = None
+    kv_detail: str = ""
+
+    @property
+    def needed_bytes(self) -> int:
+        return self.weights_bytes + self.kv_cache_bytes + self.overhead_bytes
+
+    def message(self) -> str:
+        parts = [f"weights {format_bytes(self.weights_bytes)}"]
+        if self.context:
+            parts.append(f"KV cache {format_bytes(self.kv_cache_bytes)} for {self.context:,} tokens")
+        parts.append(f"working memory ~{format_bytes(self.overhead_bytes)}")
+        memory = f"{format_bytes(self.available_bytes)} of {format_bytes(self.total_bytes)} RAM free"
+        head = {FITS: "Fits", MAY_BE_SLOW: "May be slow", WONT_FIT: "Won't fit"}[self.verdict]
+        tail = {
+            FITS: "",
+            MAY_BE_SLOW: " Other programs may be paged out while it runs; close some or use a shorter context.",
+            WONT_FIT: " Use a smaller or more quantized model, or a shorter context.",
+        }[self.verdict]
+        return f"{head}: needs ~{format_bytes(self.needed_bytes)} ({', '.join(parts)}); {memory}.{tail}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict,
+            "needed_bytes": self.needed_bytes,
+            "weights_bytes": self.weights_bytes,
+            "kv_cache_bytes": self.kv_cache_bytes,
+            "overhead_bytes": self.overhead_bytes,
+            "available_bytes": self.available_bytes,
+            "total_bytes": self.total_bytes,
+            "context": self.context,
+            "kv_detail": self.kv_detail,
+            "message": self.message(),
+        }
+
+
+def system_memory() -> tuple[int, int]:
+    """(available, total) bytes of RAM."""
+    import psutil
+
+    memory = psutil.virtual_memory()
+    return int(memory.available), int(memory.total)
+
+
+def kv_cache_bytes(config: Mapping[str, Any], context: int, dtype_bytes: int) -> tuple[int, str]:
+    """layers x KV heads x head size x 2 (K and V) x context x bytes, from a genai_config."""
+    decoder = config.get("model", {}).get("decoder", {})
+    layers = int(decoder.get("num_hidden_layers", 0) or 0)
+    heads = int(decoder.get("num_attention_heads", 0) or 0)
+    kv_heads = int(decoder.get("num_key_value_heads", 0) or heads)
+    head_size = int(decoder.get("head_size", 0) or 0)
+    if not head_size and heads:
+        head_size = int(decoder.get("hidden_size", 0) or 0) // heads
+    size = layers * kv_heads * head_size * 2 * context * dtype_bytes
+    detail = f"{layers} layers x {kv_heads} KV heads x {head_size} head size x 2 x {context} tokens x {dtype_bytes} B"
+    return size, detail
+
+
+def estimate_fit(
+    folder: Path,
+    context: int | None = None,
+    memory: tuple[int, int] | None = None,
+) -> FitHint:
+    """Whether the model in `folder` fits in RAM with `context` tokens (default: the config's max_length).
+
+    fits: needs at most 80 % of the free RAM. may be slow: more than that but less than the installed
+    RAM (other programs would be paged out). won't fit: more than the installed RAM.
+    """
+    available, total = memory or system_memory()
+    try:
+        manifest: Mapping[str, Any] = load_manifest(folder)
+        files = [(f.path, f.size) for f in _manifest_files(manifest)]
+    except ModelError:
+        manifest = {}
+        files = [(rel, (folder / rel).stat().st_size) for rel in list_model_files(folder)]
+    weights = sum(size for rel, size in files if rel.lower().endswith(_WEIGHT_SUFFIXES))
+    kv, detail, used_context = 0, "", None
+    config_path = folder / GENAI_CONFIG
+    if config_path.is_file():
+        try:
+            config = json.loads(config_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ModelError(f"{GENAI_CONFIG} in {folder} could not be read: {exc}") from exc
+        model = config.get("model", {})
+        limit = int(model.get("context_length") or 0) or None
+        default = int(config.get("search", {}).get("max_length") or 0) or limit or 2048
+        used_context = min(context or default, limit) if limit else (context or default)
+        chat = manifest.get("chat") if isinstance(manifest.get("chat"), Mapping) else {}
+        dtype = str((chat or {}).get("kv_cache_dtype") or _guess_kv_dtype(config))
+        kv, detail = kv_cache_bytes(config, used_context, _DTYPE_BYTES.get(dtype, 4))
+    overhead = max(256 << 20, weights // 10)
+    needed = weights + kv + overhead
+    if needed <= available * 0.8:
+        verdict = FITS
+    elif needed <= total:
+        verdict = MAY_BE_SLOW
+    else:
+        verdict = WONT_FIT
+    return FitHint(verdict, weights, kv, overhead, available, total, used_context, detail)
+
+
+def _guess_kv_dtype(config: Mapping[str, Any]) -> str:
+    """Without a recorded type: GPU/NPU builds of the genai builder use fp16 caches, CPU builds fp32."""
+    text = json.dumps(config.get("model", {}).get("decoder", {}).get("session_options", {})).lower()
+    return "float16" if any(ep in text for ep in ('"dml"', '"cuda"', '"qnn"', '"webgpu"')) else "float32"
+
+
+def format_bytes(size: int) -> str:
+    value = float(size)
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(value) < 1000 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{value:.1f} GB"  # pragma: no cover - the loop always returns

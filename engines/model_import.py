@@ -1,0 +1,503 @@
+"""Importing a model the user already has on disk into the library.
+
+Three kinds of source: an onnxruntime-genai folder (validated by the chat engine's folder check), a
+classifier folder with a manifest, or a single ``.onnx`` classifier with its labels and preprocessing.
+Every import is validated, hashed and atomic: files are copied into a hidden folder inside the library
+(``.import-<name>-*``), hashed while copied and re-hashed from disk, checked (a classifier is opened on
+the CPU and run once), given a manifest, and only then renamed to ``<name>``. Nothing is ever
+half-imported; a native library shipped with or named by a model is refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engines.errors import CancelledError, ModelError, StorageError, StudioError
+from engines.library import (
+    DEVICE_CLASSES,
+    GENAI_CONFIG,
+    KIND_CLASSIFIER,
+    KIND_LLM,
+    ModelEntry,
+    check_free_space,
+    check_name,
+    clean_leftovers,
+    commit_folder,
+    suggest_name,
+)
+from engines.manifest import MANIFEST_NAME, SCHEMA_VERSION, list_model_files, load_manifest, write_manifest
+from engines.types import EP_DEVICE_TYPE, CancelToken
+
+_NATIVE_SUFFIXES = (".dll", ".so", ".dylib", ".pyd", ".exe")
+_CHUNK = 1 << 20
+# ImageNet normalisation on 0-255 pixels (torchvision's convention): the most common one for classifiers.
+IMAGENET_MEAN = (123.675, 116.28, 103.53)
+IMAGENET_STD = (58.395, 57.12, 57.375)
+
+ProgressCallback = Callable[[int, int], None]  # (bytes done, bytes total)
+
+
+@dataclass(frozen=True)
+class ClassifierOptions:
+    """How to feed an imported classifier (the CLI's --size/--mean/--std/--layout ...)."""
+
+    labels: Path
+    input_size: tuple[int, int] | None = None  # None: read from the model's input shape
+    resize_shorter: int | None = None  # None: input size x 256/224 (the usual resize-then-crop)
+    mean: tuple[float, float, float] = IMAGENET_MEAN
+    std: tuple[float, float, float] = IMAGENET_STD
+    layout: str | None = None  # NCHW | NHWC; None: from the model's input shape
+    color: str = "RGB"
+    resample: str = "bilinear"
+    output_kind: str | None = None  # logits | probabilities; None: detected with a test run
+
+
+@dataclass
+class ImportDetails:
+    """What the user states about the model (kept in the manifest)."""
+
+    name: str | None = None
+    display_name: str = ""
+    licence: str = ""
+    precision: str = ""
+    devices: tuple[str, ...] = ()
+    source: dict[str, Any] = field(default_factory=dict)
+
+
+def import_model(
+    source: Path,
+    user_dir: Path,
+    *,
+    bundled_dir: Path | None = None,
+    classifier: ClassifierOptions | None = None,
+    details: ImportDetails | None = None,
+    progress: ProgressCallback | None = None,
+    cancel: CancelToken | None = None,
+) -> ModelEntry:
+    """Import a genai folder, a classifier folder with a manifest, or an `.onnx` classifier (with
+    `classifier` options) into `user_dir`. Validated, hashed, atomic; raises a StudioError saying what
+    is wrong with the source."""
+    details = details or ImportDetails()
+    source = Path(source).expanduser()
+    if not source.exists():
+        raise ModelError(f"Nothing to import: {source} does not exist.", "Check the path.")
+    name = check_name(details.name or suggest_name(source.stem if source.is_file() else source.name))
+    if bundled_dir is not None and (bundled_dir / name).is_dir():
+        raise ModelError(f"'{name}' is the name of a bundled demo model.", "Import it under another name (--name).")
+    if (user_dir / name).exists():
+        raise ModelError(f"A model named '{name}' is already in your library.",
+                         f"Remove it first (`npu-studio models remove {name}`) or choose another name (--name).")
+    if source.is_file():
+        if source.suffix.lower() != ".onnx":
+            raise ModelError(f"{source.name} is neither a model folder nor an .onnx file.",
+                             "Import a genai folder (with genai_config.json) or a classifier .onnx with --labels.")
+        if classifier is None:
+            raise ModelError(f"{source.name} is a single ONNX file: NPU Studio treats it as an image classifier "
+                             "and needs its class names.", "Add --labels FILE (one class name per line).")
+        files = [*_onnx_file_set(source), (Path(classifier.labels).expanduser(), "labels.txt")]
+        options = classifier
+        builder: Callable[[Path, str], dict[str, Any]] = lambda tmp, n: _classifier_manifest(  # noqa: E731
+            tmp, n, source, options, details)
+    elif (source / GENAI_CONFIG).exists():
+        _precheck_genai(source)
+        files = _folder_file_set(source)
+        builder = lambda tmp, n: genai_manifest(tmp, n, source, details)  # noqa: E731
+    elif (source / MANIFEST_NAME).is_file():
+        manifest = load_manifest(source)
+        if manifest.get("kind") != KIND_CLASSIFIER or not isinstance(manifest.get("classifier"), Mapping):
+            raise ModelError(f"{source} has a manifest but is neither an image classifier nor a genai folder.",
+                             "Import a genai folder (with genai_config.json) or a classifier .onnx with --labels.")
+        _refuse_library_keys(manifest, MANIFEST_NAME)
+        files = _folder_file_set(source)
+        builder = lambda tmp, n: _classifier_folder_manifest(tmp, n, source, manifest, details)  # noqa: E731
+    else:
+        raise ModelError(
+            f"{source} is not a model folder: it has no {GENAI_CONFIG} (chat model) and no {MANIFEST_NAME} "
+            "(classifier).",
+            "Import a genai folder made by the onnxruntime-genai model builder, or a classifier .onnx with --labels.",
+        )
+    return _stage_and_commit(user_dir, name, files, builder, bundled_dir, progress, cancel)
+
+
+def _stage_and_commit(
+    user_dir: Path,
+    name: str,
+    files: Sequence[tuple[Path, str]],
+    build_manifest: Callable[[Path, str], dict[str, Any]],
+    bundled_dir: Path | None,
+    progress: ProgressCallback | None,
+    cancel: CancelToken | None,
+) -> ModelEntry:
+    user_dir.mkdir(parents=True, exist_ok=True)
+    clean_leftovers(user_dir)
+    total = sum(src.stat().st_size for src, _ in files)
+    check_free_space(user_dir, total, "import")
+    tmp = Path(tempfile.mkdtemp(prefix=f".import-{name}-", dir=user_dir))
+    try:
+        digests = copy_files(files, tmp, progress=progress, cancel=cancel)
+        return commit_folder(tmp, user_dir, name, build_manifest, digests, bundled_dir=bundled_dir, rehash=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # gone already after a successful commit
+
+
+def copy_files(
+    files: Sequence[tuple[Path, str]],
+    dest: Path,
+    *,
+    progress: ProgressCallback | None = None,
+    cancel: CancelToken | None = None,
+) -> dict[str, str]:
+    """Copy (source, relative destination) pairs into `dest`, hashing as it goes; returns {rel: sha256}."""
+    total = sum(src.stat().st_size for src, _ in files)
+    done = 0
+    digests: dict[str, str] = {}
+    for src, rel in files:
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        digest = hashlib.sha256()
+        try:
+            with open(src, "rb") as reader, open(target, "wb") as writer:
+                while chunk := reader.read(_CHUNK):
+                    if cancel is not None and cancel.cancelled:
+                        raise CancelledError("Import cancelled; nothing was added to the library.")
+                    digest.update(chunk)
+                    writer.write(chunk)
+                    done += len(chunk)
+                    if progress is not None:
+                        progress(done, total)
+        except OSError as exc:
+            raise _copy_error(src, exc) from exc
+        digests[rel] = digest.hexdigest()
+    return digests
+
+
+def _copy_error(src: Path, exc: OSError) -> StudioError:
+    if exc.errno == 28:  # ENOSPC
+        return StorageError("The disk filled up during the import; nothing was added to the library.",
+                            "Free some disk space and try again.")
+    return StorageError(f"Could not copy {src.name}: {exc.strerror or exc}.", "Check the file and try again.")
+
+
+def _refuse_native(path: Path, root: Path) -> None:
+    if path.suffix.lower() in _NATIVE_SUFFIXES or ".so." in path.name:
+        raise ModelError(
+            f"The model folder contains a native library ({path.relative_to(root).as_posix()}).",
+            "NPU Studio never loads libraries that come with a model; remove the file and import again.",
+        )
+
+
+def _folder_file_set(root: Path) -> list[tuple[Path, str]]:
+    """Every regular file of a model folder (hidden files and folders skipped), checked for links out."""
+    root_real = root.resolve()
+    found: list[tuple[Path, str]] = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        here = Path(dirpath)
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for d in list(dirnames):
+            if (here / d).is_symlink():
+                _link_inside(here / d, root, root_real)
+                dirnames.remove(d)  # the target is inside the folder: it is copied from there
+        for filename in sorted(filenames):
+            if filename.startswith(".") or (here / filename).relative_to(root).as_posix() == MANIFEST_NAME:
+                continue
+            path = here / filename
+            if path.is_symlink():
+                _link_inside(path, root, root_real)
+            if not path.is_file():
+                continue
+            _refuse_native(path, root)
+            found.append((path, path.relative_to(root).as_posix()))
+    if not found:
+        raise ModelError(f"{root} has no files to import.", "Pick the folder that holds the model files.")
+    return found
+
+
+def _link_inside(path: Path, root: Path, root_real: Path) -> None:
+    real = path.resolve()
+    if real != root_real and root_real not in real.parents:
+        raise ModelError(
+            f"{path.relative_to(root).as_posix()} is a link to {real}, outside the model folder.",
+            "Copy the real file into the model folder instead of linking to it.",
+        )
+
+
+def _onnx_file_set(model: Path) -> list[tuple[Path, str]]:
+    """The .onnx file plus its external data files (which must sit inside the model's folder)."""
+    from engines.model_safety import inspect_onnx
+
+    info = inspect_onnx(model)  # external data inside the folder, no custom-op domains
+    root = model.parent
+    pairs = [(model, model.name)]
+    for external in info.external_files:
+        pairs.append((external, external.relative_to(root).as_posix()))
+    return pairs
+
+
+def _precheck_genai(source: Path) -> None:
+    """The genai checks on the source, before a byte is copied (they run again on the copy)."""
+    from engines.chat_model import validate_model_folder
+
+    validate_model_folder(source)
+
+
+def _refuse_library_keys(data: Any, what: str, path: str = "") -> None:
+    if isinstance(data, Mapping):
+        for key, value in data.items():
+            lowered = str(key).lower()
+            if "library" in lowered or "custom_op" in lowered or lowered in {"plugin_path", "ep_library"}:
+                raise ModelError(
+                    f"{what} asks to load a native library ({path}{key}); NPU Studio never loads libraries "
+                    "named by a model folder.",
+                    "Remove that entry; custom operators and EP plugins are not supported.",
+                )
+            _refuse_library_keys(value, what, f"{path}{key}.")
+    elif isinstance(data, list):
+        for item in data:
+            _refuse_library_keys(item, what, path)
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat()
+
+
+def _base_manifest(name: str, kind: str, details: ImportDetails, defaults: Mapping[str, Any]) -> dict[str, Any]:
+    devices = [d for d in (details.devices or defaults.get("devices") or ()) if d in DEVICE_CLASSES]
+    source = dict(defaults.get("source") or {})
+    source.update(details.source)
+    source.setdefault("imported_at", _now())
+    return {
+        "schema": SCHEMA_VERSION,
+        "name": name,
+        "display_name": details.display_name or str(defaults.get("display_name") or name),
+        "kind": kind,
+        "licence": details.licence or str(defaults.get("licence") or ""),
+        "source": source,
+        "precision": details.precision or str(defaults.get("precision") or ""),
+        "devices": devices or ["cpu"],
+    }
+
+
+# --- classifiers ----------------------------------------------------------------------------
+
+
+def _classifier_manifest(
+    tmp: Path, name: str, source: Path, options: ClassifierOptions, details: ImportDetails
+) -> dict[str, Any]:
+    model_file = source.name
+    precision = details.precision or detect_precision(tmp / model_file)
+    defaults = {
+        "precision": precision,
+        "devices": ["npu", "cpu"] if precision.startswith("qdq") else ["cpu", "gpu", "npu"],
+        "source": {"imported_from": str(source), "labels_from": str(options.labels)},
+    }
+    manifest = _base_manifest(name, KIND_CLASSIFIER, details, defaults)
+    spec = _classifier_section(tmp / model_file, options)
+    manifest["classifier"] = spec
+    write_manifest(tmp, {**manifest, "files": [{"path": model_file}, {"path": "labels.txt"}]})
+    spec.update(_check_classifier(tmp, spec))
+    return manifest
+
+
+def _classifier_section(model: Path, options: ClassifierOptions) -> dict[str, Any]:
+    """The manifest's `classifier` object, with what the options leave open read from the model's input."""
+    from engines import runtime
+
+    size, layout = options.input_size, (options.layout or "").upper() or None
+    if size is None or layout is None:
+        try:
+            session = runtime.ort().InferenceSession(str(model), providers=["CPUExecutionProvider"])
+        except Exception as exc:
+            raise _open_error(model, exc) from exc
+        image = [i for i in session.get_inputs() if len(i.shape or ()) == 4]
+        shape = list(image[0].shape) if len(image) == 1 else []
+        if layout is None:
+            layout = "NHWC" if shape and shape[3] == 3 and shape[1] != 3 else "NCHW"
+        if size is None:
+            h, w = (shape[2], shape[3]) if layout == "NCHW" and shape else (shape[1:3] if shape else (None, None))
+            if not isinstance(h, int) or not isinstance(w, int) or h <= 0 or w <= 0:
+                raise ModelError(f"{model.name} has a dynamic image size, so NPU Studio cannot tell what to feed it.",
+                                 "Give the size with --size (for example --size 224).")
+            size = (h, w)
+    if layout not in {"NCHW", "NHWC"}:
+        raise ModelError(f"Layout {layout!r} is not supported.", "Use --layout NCHW or --layout NHWC.")
+    for label, values in (("mean", options.mean), ("std", options.std)):
+        if len(values) != 3:
+            raise ModelError(f"--{label} needs 3 numbers (one per channel).", "For example --mean 123.7 116.3 103.5")
+    if any(v == 0 for v in options.std):
+        raise ModelError("--std values must not be zero.", "Use the standard deviations the model was trained with.")
+    resize = options.resize_shorter or round(max(size) * 256 / 224)
+    return {
+        "layout": layout,
+        "input_size": [int(size[0]), int(size[1])],
+        "resize_shorter": int(resize),
+        "resample": options.resample,
+        "mean": [float(v) for v in options.mean],
+        "std": [float(v) for v in options.std],
+        "color": options.color.upper(),
+        "output_kind": options.output_kind or "auto",
+        "labels": "labels.txt",
+    }
+
+
+def _open_error(model: Path, exc: BaseException) -> ModelError:
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return ModelError(f"ONNX Runtime could not open {model.name} on the CPU: {first}",
+                      "Check that the file is a complete, standard ONNX model.")
+
+
+def _check_classifier(folder: Path, spec: dict[str, Any]) -> dict[str, Any]:
+    """Open the copied classifier on the CPU, check its contract, run one blank image; returns what the
+    run taught (input/output names, class count, output kind)."""
+    import numpy as np
+
+    from engines import runtime
+    from engines.vision import ClassifierSpec, check_contract
+
+    parsed = ClassifierSpec.from_folder(folder)
+    try:
+        session = runtime.ort().InferenceSession(str(parsed.model_path), providers=["CPUExecutionProvider"])
+    except Exception as exc:
+        raise _open_error(parsed.model_path, exc) from exc
+    contract = check_contract(session, parsed)
+    h, w = parsed.preprocess.input_size
+    shape = (1, 3, h, w) if parsed.preprocess.layout == "NCHW" else (1, h, w, 3)
+    try:
+        out = np.asarray(session.run([contract.output_name], {contract.input_name: np.zeros(shape, contract.dtype)})[0])
+    except Exception as exc:
+        raise ModelError(f"The classifier failed on a test image: {str(exc).splitlines()[0]}",
+                         "Check --size and --layout against the model's input.") from exc
+    if out.reshape(out.shape[0], -1).shape != (1, len(parsed.labels)):
+        raise ModelError(f"The classifier's output has shape {list(out.shape)}, not one score per label "
+                         f"({len(parsed.labels)} labels).", "Use the labels file that belongs to this model.")
+    kind = spec.get("output_kind")
+    if kind not in {"logits", "probabilities"}:
+        flat = out.reshape(-1).astype(np.float64)
+        kind = "probabilities" if flat.min() >= 0 and abs(flat.sum() - 1.0) < 1e-3 else "logits"
+    return {"input": contract.input_name, "output": contract.output_name, "num_classes": len(parsed.labels),
+            "output_kind": kind}
+
+
+def _classifier_folder_manifest(
+    tmp: Path, name: str, source: Path, original: Mapping[str, Any], details: ImportDetails
+) -> dict[str, Any]:
+    from engines.model_safety import inspect_onnx
+
+    manifest = _base_manifest(name, KIND_CLASSIFIER, details, {**original, "source": {"imported_from": str(source)}})
+    manifest["classifier"] = dict(original["classifier"])
+    write_manifest(tmp, {**manifest, "files": [{"path": rel} for rel in list_model_files(tmp)]})
+    for onnx_file in sorted(tmp.rglob("*.onnx")):
+        inspect_onnx(onnx_file)
+    manifest["classifier"].update(_check_classifier(tmp, manifest["classifier"]))
+    return manifest
+
+
+# --- genai ------------------------------------------------------------------------------------
+
+
+def genai_manifest(tmp: Path, name: str, source: Path, details: ImportDetails) -> dict[str, Any]:
+    from engines.chat_model import validate_model_folder
+
+    info = validate_model_folder(tmp)  # the copy is what will be loaded: validate it, not only the source
+    original: dict[str, Any] = {}
+    with contextlib.suppress(ModelError):
+        original = load_manifest(source)  # e.g. a copy of a library model: keep licence, precision, devices
+    config = json.loads((tmp / GENAI_CONFIG).read_text(encoding="utf-8"))
+    decoder_file = tmp / config["model"]["decoder"]["filename"]
+    precision = details.precision or str(original.get("precision") or "") or detect_precision(decoder_file)
+    defaults = {
+        "display_name": original.get("display_name") or name,
+        "licence": original.get("licence") or _licence_from_readme(source),
+        "precision": precision,
+        "devices": original.get("devices") or genai_devices(info.config_providers, precision),
+        "source": {} if "repo_id" in details.source else {"imported_from": str(source)},
+    }
+    manifest = _base_manifest(name, KIND_LLM, details, defaults)
+    eos = config["model"].get("eos_token_id")
+    chat: dict[str, Any] = {
+        "context_length": info.context_length,
+        "eos_token_ids": eos if isinstance(eos, list) else [eos] if isinstance(eos, int) else [],
+        "default_max_length": info.default_max_length,
+        "kv_cache_dtype": kv_cache_dtype(decoder_file),
+    }
+    if (tmp / "chat_template.jinja").is_file():
+        chat["chat_template"] = "chat_template.jinja"
+    manifest["chat"] = chat
+    return manifest
+
+
+def genai_devices(config_providers: Sequence[str], precision: str) -> list[str]:
+    """Which device classes a genai folder suits, from the providers its config names."""
+    if precision == "npu-context":
+        return ["npu"]
+    kinds = []
+    for ep in config_providers:
+        device = EP_DEVICE_TYPE.get(ep)
+        if device is not None and device.value.lower() not in kinds:
+            kinds.append(device.value.lower())
+    return kinds or ["cpu"]
+
+
+_LICENCE_RE = re.compile(r"^licen[sc]e:\s*['\"]?([A-Za-z0-9.+-]+)", re.MULTILINE | re.IGNORECASE)
+
+
+def _licence_from_readme(folder: Path) -> str:
+    """The `license:` of a Hugging Face model card (README.md front matter), when there is one."""
+    for candidate in (folder / "README.md", folder.parent / "README.md", folder.parent.parent / "README.md"):
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            text = candidate.read_text(encoding="utf-8")[:4000]
+            if text.startswith("---"):
+                match = _LICENCE_RE.search(text.split("---", 2)[1])
+                if match:
+                    return match.group(1)
+    return ""
+
+
+def _load_graph(model_file: Path) -> Any:
+    import onnx
+
+    try:
+        return onnx.load(str(model_file), load_external_data=False)
+    except Exception as exc:
+        raise ModelError(f"{model_file.name} is not a valid ONNX model ({type(exc).__name__}).",
+                         "Copy the model folder again; the file may be incomplete.") from exc
+
+
+def detect_precision(model_file: Path) -> str:
+    """`int4` (MatMulNBits), `qdq` (Quantize/DequantizeLinear), `npu-context` (precompiled EPContext),
+    `fp16` or `fp32` (the type of most weights)."""
+    import onnx
+
+    model = _load_graph(model_file)
+    ops = {node.op_type for node in model.graph.node}
+    if "EPContext" in ops:
+        return "npu-context"
+    if "MatMulNBits" in ops:
+        return "int4"
+    if {"QuantizeLinear", "DequantizeLinear"} <= ops:
+        return "qdq"
+    halves = sum(1 for t in model.graph.initializer if t.data_type == onnx.TensorProto.FLOAT16)
+    return "fp16" if halves * 2 > len(model.graph.initializer) else "fp32"
+
+
+def kv_cache_dtype(model_file: Path) -> str:
+    """The element type of the decoder's past key/value inputs (`float32`, `float16`, ...)."""
+    import onnx
+
+    model = _load_graph(model_file)
+    for value in model.graph.input:
+        if "past" in value.name and value.type.tensor_type.elem_type:
+            return str(onnx.helper.tensor_dtype_to_np_dtype(value.type.tensor_type.elem_type))
+    return "float32"
+
+
