@@ -1,0 +1,50 @@
+"""`npu-studio quantize` on the real demo classifier (EfficientNet-Lite0), calibrated on the sample photos."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from engines.manifest import load_manifest, verify_files
+from engines.types import DeviceChoice
+from engines.variants import resolve_variant
+from engines.vision import ImageClassifier
+
+pytestmark = pytest.mark.e2e
+
+
+def test_quantize_the_demo_classifier(
+    demo_classifier: Path, samples: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from app.cli import run
+
+    out = tmp_path / "models" / "efficientnet-lite0-qdq"
+    code = run(["quantize", str(demo_classifier), "--calibration", str(samples), "--out", str(out), "--runs", "10"])
+    printed = capsys.readouterr().out
+    print(printed)  # the numbers, for the record (pytest -s)
+
+    assert code == 0
+    agreement = re.search(r"Top-1 agreement with the float model: (\d+)/(\d+) photos", printed)
+    assert agreement is not None
+    agree, total = int(agreement.group(1)), int(agreement.group(2))
+    assert total == 6 and agree >= 5
+    latency = re.search(r"float ([\d.]+) ms, QDQ ([\d.]+) ms", printed)
+    assert latency is not None and float(latency.group(1)) > 0 and float(latency.group(2)) > 0
+
+    manifest = load_manifest(out)
+    assert verify_files(out, manifest) == []
+    assert manifest["precision"] == "qdq-a16w8" and manifest["devices"] == ["npu"]
+    assert manifest["source"]["derived_from"] == "efficientnet-lite0"
+    float_manifest = json.loads((demo_classifier / "manifest.json").read_text())
+    for key in ("mean", "std", "input_size", "resize_shorter", "layout", "color", "labels"):
+        assert manifest["classifier"][key] == float_manifest["classifier"][key], key
+    assert (out / "labels.txt").read_bytes() == (demo_classifier / "labels.txt").read_bytes()
+
+    # The variant is what an NPU choice loads, and it classifies like the float model on the CPU EP.
+    assert resolve_variant(demo_classifier, DeviceChoice.parse("npu"), out.parent) == out
+    classifier = ImageClassifier.from_folder(out, DeviceChoice.parse("cpu"))
+    assert classifier.spec.quantized
+    assert classifier.classify(samples / "coffee.png").top[0].label == "espresso"
