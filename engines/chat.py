@@ -157,7 +157,9 @@ class ChatModel:
 
     def encode(self, text: str, continuation: bool = False) -> list[int]:
         """Token ids of `text`; a continuation gets no beginning-of-sequence token."""
-        ids = [int(t) for t in self.tokenizer.encode(text)]
+        # Characters the tokenizer cannot map come back as -1, which the model would read as its last
+        # vocabulary entry (ONNX Gather wraps negative indices): leave them out instead.
+        ids = [int(t) for t in self.tokenizer.encode(text) if t >= 0]
         if continuation and self._bos is not None and ids[:1] == [self._bos]:
             ids = ids[1:]
         return ids

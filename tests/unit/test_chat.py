@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from engines.chat import (
     ChatMessage,
@@ -103,6 +105,29 @@ def test_streamed_pieces_join_to_the_decoded_text(model: ChatModel, language: st
     if language != "spanish":  # byte-level BPE splits these characters across tokens
         assert any("\ufffd" in model.tokenizer.decode([t]) for t in tokens)
         assert len(pieces) < len(tokens)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.text(st.characters(codec="utf-8", exclude_categories=["Cs", "Cn", "Co", "Cc"]), min_size=1, max_size=40))
+def test_streaming_matches_decode_for_any_text(model: ChatModel, text: str) -> None:
+    tokens = encode(model, text)
+    pieces: list[str] = []
+    generate_answer(
+        ScriptedGenerator(tokens), model.tokenizer, max_new_tokens=999, eos_token_ids=frozenset(), on_text=pieces.append
+    )
+    assert "".join(pieces) == model.tokenizer.decode(tokens)
+
+
+def test_characters_the_tokenizer_cannot_map_are_left_out(model: ChatModel) -> None:
+    assert -1 in encode(model, "a\x16b")  # the raw tokenizer's "unknown"
+    assert (
+        model.encode("a\x16b")
+        == [t for t in encode(model, "a\x16b") if t >= 0]
+        == encode(model, "a") + encode(model, "b")
+    )
+    conv = conversation(model)
+    stats = conv.send("bell\x07 and \x16 syn")
+    assert min(sequence(conv)) >= 0 and stats.generated_tokens > 0
 
 
 def test_end_of_sequence_stops_and_stays_out_of_the_text(model: ChatModel) -> None:
@@ -348,6 +373,17 @@ def test_an_answer_the_window_cuts_short_says_context(model: ChatModel) -> None:
     assert 0 < room < 100
     assert stats.generated_tokens <= room
     assert stats.stop_reason in (StopReason.CONTEXT, StopReason.EOS)
+    after = conv.send("and now?")  # the full window is emptied of the old turn for the next one
+    assert after.dropped_turns == 1 and conv.context_used <= 256
+
+
+def test_a_smaller_context_window(model: ChatModel) -> None:
+    conv = conversation(model, ChatOptions(max_new_tokens=8, context_window=64))
+    assert conv.context_length == 64
+    dropped = sum(conv.send(f"message {turn} " * 4).dropped_turns for turn in range(6))
+    assert dropped > 0 and conv.context_used <= 64
+    conv.set_options(ChatOptions(max_new_tokens=8, context_window=100_000))
+    assert conv.context_length == 256  # capped by the model's context length
 
 
 def test_held_sequence_marks() -> None:
