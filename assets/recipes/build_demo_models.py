@@ -2,12 +2,14 @@
 
 Usage (from the repository root)::
 
-    .venv/bin/python assets/recipes/build_demo_models.py [--out DIR] [--only classifier|chat] [--force]
+    .venv/bin/python assets/recipes/build_demo_models.py [--out DIR] [--only classifier|classifier-qdq|chat] [--force]
 
 Builds into DIR (default ``assets/models``):
 
 * ``efficientnet-lite0/``: EfficientNet-Lite0 ImageNet-1k classifier, fp32 ONNX with a dynamic batch
   dimension, plus ``labels.txt``.
+* ``efficientnet-lite0-qdq/``: the same classifier quantized to QDQ for the NPU (uint16 activations,
+  per-channel uint8 weights, batch 1), calibrated on the sample photos by ``engines/quantize.py``.
 * ``smollm2-135m-instruct/``: SmolLM2-135M-Instruct as an onnxruntime-genai folder (int4 weights).
 
 Each model is built in a temporary folder inside DIR, verified, given a ``manifest.json`` (written
@@ -55,6 +57,7 @@ SAMPLES_DIR = REPO_ROOT / "assets" / "samples"
 # Bump a model's recipe version whenever its build steps or output change: existing folders with
 # an older version are then rebuilt instead of being reported up to date.
 CLASSIFIER_RECIPE_VERSION = 1
+CLASSIFIER_QDQ_RECIPE_VERSION = 1
 CHAT_RECIPE_VERSION = 1
 
 # Classifier contract (recorded in the manifest; the engines preprocess from the manifest).
@@ -67,6 +70,10 @@ MAX_BATCH = 64
 MAX_ABS_DIFF = 1e-4
 CAT_CLASSES = frozenset({"tabby", "tiger cat", "Egyptian cat"})
 SAMPLE_PHOTOS = ("chelsea.png", "coffee.png", "astronaut.png", "rocket.jpg", "camera.png", "horse.png")
+
+# QDQ variant of the classifier for the NPU (engines/quantize.py).
+CLASSIFIER_QDQ_NAME = "efficientnet-lite0-qdq"
+QDQ_MIN_AGREEMENT = 5  # of the 6 sample photos: top-1 equal to the float model's
 
 # Chat model.
 CHAT_NAME = "smollm2-135m-instruct"
@@ -134,6 +141,9 @@ class ModelRecipe:
     build: Callable[[Path, Path], dict[str, Any]]
     """build(staging_dir, work_dir) writes the model files into staging_dir, verifies them and returns
     the manifest fields except "schema", "name", "recipe_version" and "files"."""
+    requires: tuple[str, ...] = ()  # RECIPES keys built (if needed) before this one
+    stale: Callable[[Path, dict[str, Any]], list[str]] | None = None
+    """stale(out_dir, manifest): extra reasons an otherwise verified folder is out of date."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -158,7 +168,10 @@ def up_to_date_problems(folder: Path, recipe: ModelRecipe) -> list[str]:
         )
     if problems:
         return problems
-    return verify_files(folder, manifest)
+    problems = verify_files(folder, manifest)
+    if not problems and recipe.stale is not None:
+        problems = recipe.stale(folder.parent, manifest)
+    return problems
 
 
 def remove_stale_work(out_dir: Path, name: str) -> None:
@@ -404,6 +417,48 @@ def build_classifier(staging: Path, work: Path) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------------------------
+# EfficientNet-Lite0 QDQ variant for the NPU
+# --------------------------------------------------------------------------------------------
+
+
+def qdq_source_changed(out_dir: Path, manifest: dict[str, Any]) -> list[str]:
+    """The QDQ variant is stale when the float model it was made from has changed."""
+    float_model = out_dir / CLASSIFIER_NAME / "model.onnx"
+    recorded = manifest.get("source", {}).get("float_model_sha256")
+    if not float_model.is_file():
+        return [f"{CLASSIFIER_NAME} is not built"]
+    from engines.manifest import sha256_file
+
+    if sha256_file(float_model) != recorded:
+        return [f"{CLASSIFIER_NAME} was rebuilt since this variant was made"]
+    return []
+
+
+def build_classifier_qdq(staging: Path, work: Path) -> dict[str, Any]:
+    """Quantize the float classifier (built first) with NPU Studio's own quantizer: QNN QDQ
+    configuration, per-channel weights, uint16 activations, calibrated on the sample photos plus
+    flipped and cropped views of them; then check top-1 agreement with the float model."""
+    from engines.quantize import QuantizeOptions, quantize_classifier
+
+    float_folder = staging.parent / CLASSIFIER_NAME
+    out = work / CLASSIFIER_QDQ_NAME
+    report = quantize_classifier(
+        float_folder, SAMPLES_DIR, out, QuantizeOptions(activations="uint16", weights="uint8"), on_progress=log
+    )
+    for line in report.summary_lines()[1:]:
+        log(f"  {line}")
+    if report.agree < QDQ_MIN_AGREEMENT:
+        raise RecipeError(
+            f"the QDQ model agrees with the float model on {report.agree}/{len(report.photos)} sample photos; "
+            f"at least {QDQ_MIN_AGREEMENT} expected"
+        )
+    manifest = load_manifest(out)
+    for entry in manifest["files"]:
+        shutil.copyfile(out / entry["path"], staging / entry["path"])
+    return {k: v for k, v in manifest.items() if k not in {"schema", "name", "recipe_version", "files"}}
+
+
+# --------------------------------------------------------------------------------------------
 # SmolLM2-135M-Instruct chat model (onnxruntime-genai)
 # --------------------------------------------------------------------------------------------
 
@@ -590,6 +645,13 @@ def build_chat(staging: Path, work: Path) -> dict[str, Any]:
 
 RECIPES = {
     "classifier": ModelRecipe(CLASSIFIER_NAME, CLASSIFIER_RECIPE_VERSION, build_classifier),
+    "classifier-qdq": ModelRecipe(
+        CLASSIFIER_QDQ_NAME,
+        CLASSIFIER_QDQ_RECIPE_VERSION,
+        build_classifier_qdq,
+        requires=("classifier",),
+        stale=qdq_source_changed,
+    ),
     "chat": ModelRecipe(CHAT_NAME, CHAT_RECIPE_VERSION, build_chat),
 }
 
@@ -614,7 +676,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         print(f"error: cannot create output folder {out_dir}: {exc.strerror or exc}", file=sys.stderr)
         return 2
-    selected = [args.only] if args.only else list(RECIPES)
+    selected = [*RECIPES[args.only].requires, args.only] if args.only else list(RECIPES)
     started = time.perf_counter()
     for key in selected:
         try:
