@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -125,3 +126,32 @@ def test_real_answers_stream_exactly(model: ChatModel, question: str) -> None:
         decoded = decoded.removesuffix("\ufffd")
     assert generated and "".join(pieces) == decoded == conv.messages[-1].content
     assert "\ufffd" not in "".join(pieces)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="sends SIGINT, as a POSIX terminal does on Ctrl+C")
+def test_ctrl_c_stops_the_answer_not_the_program(demo_chat_model: Path) -> None:
+    import os
+    import select
+    import signal
+
+    process = subprocess.Popen(
+        [sys.executable, "-m", "app", "chat", "--device", "cpu", "--max-new-tokens", "400"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write(b"Write a very long story about a dragon.\n")
+    process.stdin.flush()
+    seen = b""
+    deadline = time.monotonic() + 120
+    while b"bot> " not in seen or len(seen.split(b"bot> ", 1)[1]) < 20:  # part of the answer is out
+        assert time.monotonic() < deadline and process.poll() is None
+        ready, _, _ = select.select([process.stdout], [], [], 1)
+        if ready:
+            seen += os.read(process.stdout.fileno(), 4096)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(b"/quit\n", timeout=60)
+    text = (seen + out).decode()
+    assert process.returncode == 0, err.decode()
+    assert "(stopped)" in text and "stop: cancelled" in err.decode()
