@@ -105,7 +105,11 @@ def import_model(
         if classifier is None:
             raise ModelError(f"{source.name} is a single ONNX file: NPU Studio treats it as an image classifier "
                              "and needs its class names.", "Add --labels FILE (one class name per line).")
-        files = [*_onnx_file_set(source), (Path(classifier.labels).expanduser(), "labels.txt")]
+        labels = Path(classifier.labels).expanduser()
+        if not labels.is_file():
+            raise ModelError(f"Labels file not found: {labels}",
+                             "Give the file with one class name per line (--labels).")
+        files = [*_onnx_file_set(source), (labels, "labels.txt")]
         options = classifier
         builder: Callable[[Path, str], dict[str, Any]] = lambda tmp, n: _classifier_manifest(  # noqa: E731
             tmp, n, source, options, details)
