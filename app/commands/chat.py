@@ -165,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
             )
         else:
             stats = answer(conversation, conversation.send, args.prompt, out=sys.stdout)
-            print()
+            print(flush=True)
             print(stats.summary(), file=sys.stderr)
         return EXIT_CANCELLED if stats.stop_reason == StopReason.CANCELLED else EXIT_OK
     return interactive(model, conversation)
@@ -215,7 +215,7 @@ def interactive(model: ChatModel, conversation: Conversation) -> int:
         except StudioError as exc:
             print(f"\nerror: {exc.user_text()}", file=sys.stderr)
             continue
-        print()
+        print(flush=True)
         if stats.stop_reason == StopReason.CANCELLED:
-            print("(stopped)")
+            print("(stopped)", flush=True)
         print(f"  [{stats.summary()}]", file=sys.stderr)
