@@ -1,0 +1,561 @@
+"""The same model on every device, side by side, with the engine's overhead measured against raw calls.
+
+`run_benchmark(config, on_progress=..., on_result=..., cancel=...)` is a plain function (no Qt): for
+each model and each requested device type it creates the session twice (first, then with what the
+first left in a fresh compiled-model cache), warms up (excluded), then times the engine and the raw
+runtime *interleaved* in short bursts on the same session, so a noisy neighbour on a shared machine
+hits both alike:
+
+- vision: `ImageClassifier.infer` + softmax + top-5 vs a bare `session.run` on the same session;
+  p50 / p90 / p99 at batch 1, throughput at batch 1 and batch N;
+- chat: `Conversation.send` vs a raw onnxruntime-genai loop (`raw_genai_generate`) on the same
+  og.Model, paired per round: time to first token, prefill and decode tokens/s.
+
+A device type with no usable device is listed with the reason, never skipped; a run that fell back
+(a "GPU" run that ended on the CPU) carries its placement and says so.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib.metadata
+import json
+import logging
+import os
+import platform
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engines.bench_data import (
+    CHAT,
+    FAILED,
+    OK,
+    UNAVAILABLE,
+    VISION,
+    BenchConfig,
+    BenchProgress,
+    BenchRun,
+    DeviceResult,
+    LatencyStats,
+    Resources,
+    SessionTimes,
+    paired_overhead,
+    throughput,
+)
+from engines.devices import DiscoveryReport, discover
+from engines.errors import CancelledError, ModelError, StudioError
+from engines.types import CPU_EP, CancelToken, DeviceChoice, DeviceType, Placement, short_ep_name
+
+log = logging.getLogger(__name__)
+
+ProgressCallback = Callable[[BenchProgress], None]
+ResultCallback = Callable[[DeviceResult], None]
+Clock = Callable[[], float]
+
+BURST = 1  # calls per candidate before switching: pairs of calls made back to back
+RSS_SAMPLE_SECONDS = 0.05
+
+
+def model_kind(folder: str | os.PathLike[str]) -> str:
+    """VISION for a classifier folder (manifest with a "classifier" section), CHAT for a genai folder."""
+    root = Path(folder)
+    if not root.is_dir():
+        raise ModelError(f"Model folder not found: {root}.", "Pick a model folder that exists.")
+    if (root / "genai_config.json").is_file():
+        return CHAT
+    manifest = root / "manifest.json"
+    if manifest.is_file():
+        try:
+            data = json.loads(manifest.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ModelError(
+                f"The manifest in {root} cannot be read: {exc}", "Re-import or rebuild the model."
+            ) from exc
+        if isinstance(data, dict) and isinstance(data.get("classifier"), dict):
+            return VISION
+    raise ModelError(
+        f"{root} is neither an image classifier (manifest.json with a classifier section) nor an "
+        "onnxruntime-genai chat model (genai_config.json).",
+        "Benchmark one of the installed models (`npu-studio models`), or import the model first.",
+    )
+
+
+def _check(cancel: CancelToken | None) -> None:
+    if cancel is not None and cancel.cancelled:
+        raise CancelledError("Benchmark cancelled.")
+
+
+# --------------------------------------------------------------------------------------------
+# Measuring helpers
+# --------------------------------------------------------------------------------------------
+
+
+def interleave(
+    calls: Mapping[str, Callable[[], object]],
+    count: int,
+    *,
+    burst: int = BURST,
+    cancel: CancelToken | None = None,
+    on_step: Callable[[int], None] | None = None,
+    clock: Clock = time.perf_counter,
+) -> dict[str, list[float]]:
+    """Time `count` calls of each candidate (milliseconds), alternating them in bursts of `burst` and
+    reversing the order every other burst, so that slow spells hit every candidate alike."""
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    items = list(calls.items())
+    done = 0
+    round_index = 0
+    while done < count:
+        n = min(burst, count - done)
+        order = items if round_index % 2 == 0 else items[::-1]
+        for name, fn in order:
+            samples = times[name]
+            for _ in range(n):
+                _check(cancel)
+                started = clock()
+                fn()
+                samples.append((clock() - started) * 1000)
+        done += n
+        round_index += 1
+        if on_step is not None:
+            on_step(done)
+    return times
+
+
+class ResourceMeter:
+    """Process CPU % (CPU time / wall time) and peak RSS (sampled in a thread) over a `with` block."""
+
+    def __init__(self, interval: float = RSS_SAMPLE_SECONDS) -> None:
+        import psutil
+
+        self._process = psutil.Process()
+        self._interval = interval
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._peak = 0
+        self._cpu0 = 0.0
+        self._wall0 = 0.0
+        self.result: Resources | None = None
+        self._cpu_count = psutil.cpu_count(logical=True) or 1
+
+    def _cpu(self) -> float:
+        times = self._process.cpu_times()
+        return float(times.user + times.system)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self._interval):
+            self._peak = max(self._peak, int(self._process.memory_info().rss))
+
+    def __enter__(self) -> ResourceMeter:
+        self._peak = int(self._process.memory_info().rss)
+        self._cpu0, self._wall0 = self._cpu(), time.perf_counter()
+        self._thread = threading.Thread(target=self._sample, name="bench-rss", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        wall = time.perf_counter() - self._wall0
+        cpu = self._cpu() - self._cpu0
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self._peak = max(self._peak, int(self._process.memory_info().rss))
+        self.result = Resources(
+            cpu_percent=100 * cpu / wall if wall > 0 else 0.0,
+            cpu_count=self._cpu_count,
+            peak_rss_mb=self._peak / (1024 * 1024),
+        )
+
+
+class _Reporter:
+    """Turns per-job fractions into overall progress for the callback."""
+
+    def __init__(self, jobs: int, callback: ProgressCallback | None) -> None:
+        self.jobs = max(1, jobs)
+        self.job = 0
+        self.stage = ""
+        self._callback = callback
+
+    def start_job(self, stage: str) -> None:
+        self.job += 1
+        self.update(0.0, stage)
+
+    def update(self, fraction: float, stage: str | None = None, detail: str = "") -> None:
+        if stage is not None:
+            self.stage = stage
+        if self._callback is None:
+            return
+        overall = (self.job - 1 + min(1.0, max(0.0, fraction))) / self.jobs
+        self._callback(BenchProgress(overall, self.stage, detail, self.job, self.jobs))
+
+
+# --------------------------------------------------------------------------------------------
+# The run
+# --------------------------------------------------------------------------------------------
+
+
+def _distribution_version(*names: str) -> str:
+    for name in names:
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return ""
+
+
+def machine_info(report: DiscoveryReport) -> dict[str, Any]:
+    import psutil
+
+    return {
+        "platform": report.platform,
+        "system": f"{platform.system()} {platform.release()}",
+        "processor": platform.processor() or platform.machine(),
+        "cpu_count": psutil.cpu_count(logical=True) or 0,
+        "python": platform.python_version(),
+        "onnxruntime": report.ort_version,
+        "onnxruntime_genai": _distribution_version(
+            "onnxruntime-genai", "onnxruntime-genai-directml", "onnxruntime-genai-winml"
+        ),
+        "devices": [{"type": d.type.value, "ep": d.ep, "usable": d.usable, "reason": d.reason} for d in report.devices],
+    }
+
+
+def _unavailable_reason(report: DiscoveryReport, device: DeviceType) -> str:
+    for d in report.devices:
+        if d.type == device and d.reason:
+            return f"{d.short_ep}: {d.reason}"
+    return f"No {device.value} on this machine."
+
+
+def run_benchmark(
+    config: BenchConfig,
+    *,
+    on_progress: ProgressCallback | None = None,
+    on_result: ResultCallback | None = None,
+    cancel: CancelToken | None = None,
+    report: DiscoveryReport | None = None,
+) -> BenchRun:
+    """Measure every model of `config` on every device type of `config`. Raises CancelledError when
+    `cancel` is set (between calls); a device that fails becomes a FAILED result and the run goes on."""
+    kinds = [(Path(folder), model_kind(folder)) for folder in config.models]
+    report = report or discover()
+    started_wall, started = time.time(), time.perf_counter()
+    reporter = _Reporter(len(kinds) * len(config.devices), on_progress)
+    results: list[DeviceResult] = []
+    for folder, kind in kinds:
+        for device in config.devices:
+            _check(cancel)
+            name = folder.name
+            reporter.start_job(f"{name} on the {device.value}")
+            usable = report.usable(device)
+            if not usable:
+                result = DeviceResult(name, kind, device.value, UNAVAILABLE, _unavailable_reason(report, device))
+            else:
+                ep = usable[0].ep
+                measure = _bench_vision if kind == VISION else _bench_chat
+                try:
+                    result = measure(folder, device, ep, config, report, reporter, cancel)
+                except CancelledError:
+                    raise
+                except Exception as exc:
+                    from engines import failures
+
+                    error = exc if isinstance(exc, StudioError) else failures.explain(exc, ep)
+                    log.warning("benchmark of %s on %s failed: %s", name, device.value, error.user_text())
+                    result = DeviceResult(name, kind, device.value, FAILED, error.user_text(), ep=ep)
+                finally:
+                    gc.collect()  # the sessions of this device go before the next one loads
+            reporter.update(1.0, detail="done")
+            results.append(result)
+            if on_result is not None:
+                on_result(result)
+    return BenchRun(
+        run_id=time.strftime("%Y%m%d-%H%M%S", time.localtime(started_wall)) + "-" + uuid.uuid4().hex[:6],
+        started=started_wall,
+        seconds=time.perf_counter() - started,
+        machine=machine_info(report),
+        settings=config.as_dict(),
+        results=tuple(results),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Vision
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _VisionTimes:
+    engine_ms: list[float]
+    raw_ms: list[float]
+    batch: int
+    batch_s: list[float]
+    resources: Resources | None
+    placement: Placement
+    notes: list[str]
+
+
+def _bench_vision(
+    folder: Path,
+    device: DeviceType,
+    ep: str,
+    config: BenchConfig,
+    report: DiscoveryReport,
+    reporter: _Reporter,
+    cancel: CancelToken | None,
+) -> DeviceResult:
+    from engines.compiled_cache import CompiledModelCache
+    from engines.model_safety import inspect_onnx
+    from engines.sessions import SessionSettings, create_session
+    from engines.vision import ClassifierSpec
+
+    spec = ClassifierSpec.from_folder(folder)
+    inspect_onnx(spec.model_path, spec.declared_bytes)
+    settings = SessionSettings(intra_op_threads=config.threads, quantized_model=spec.quantized)
+    choice = DeviceChoice(ep=ep)
+    # A fresh cache: the first session pays the whole first-run cost (compiling, where the EP compiles),
+    # the second loads what the first stored, whatever the user's own cache holds.
+    with tempfile.TemporaryDirectory(prefix="npu-studio-bench-", ignore_cleanup_errors=True) as tmp:
+        cache = CompiledModelCache(tmp)
+        reporter.update(0.02, detail="creating the session (first)")
+        first = create_session(spec.model_path, choice, settings, report, cache=cache)
+        first_s, first_status = first.create_seconds, first.cache.status if first.cache else ""
+        del first
+        gc.collect()
+        _check(cancel)
+        reporter.update(0.08, detail="creating the session (cached)")
+        verified = create_session(spec.model_path, choice, settings, report, cache=cache)
+        sessions = SessionTimes(
+            first_s,
+            verified.create_seconds,
+            first_status,
+            verified.cache.status if verified.cache else "",
+            _session_note(ep, first_status),
+        )
+        measured = _measure_classifier(spec, choice, settings, verified, config, reporter, cancel)
+        del verified
+        gc.collect()  # the session goes before its compiled model's folder does
+    engine = LatencyStats.of(measured.engine_ms)
+    raw = LatencyStats.of(measured.raw_ms) if measured.raw_ms else None
+    overhead_ms, ratio = paired_overhead(measured.engine_ms, measured.raw_ms) if raw is not None else (None, None)
+    placement = measured.placement
+    return DeviceResult(
+        model=folder.name,
+        kind=VISION,
+        device=device.value,
+        status=OK,
+        ep=ep,
+        ran_on=placement.ran_on(),
+        fell_back=placement.fell_back,
+        fallback_reason=placement.reason if placement.fell_back else "",
+        placement=placement.as_dict(),
+        sessions=sessions,
+        latency_unit="ms per image",
+        latency=engine,
+        samples_ms=tuple(measured.engine_ms),
+        raw_latency=raw,
+        overhead_ms=overhead_ms,
+        overhead_ratio=ratio,
+        throughput_unit="images/s",
+        throughput_batch1=throughput(len(measured.engine_ms), sum(measured.engine_ms) / 1000),
+        throughput_batch_n=(
+            throughput(measured.batch * len(measured.batch_s), sum(measured.batch_s)) if measured.batch_s else None
+        ),
+        batch=measured.batch,
+        resources=measured.resources,
+        notes=tuple(measured.notes),
+    )
+
+
+def _measure_classifier(
+    spec: Any,
+    choice: DeviceChoice,
+    settings: Any,
+    verified: Any,
+    config: BenchConfig,
+    reporter: _Reporter,
+    cancel: CancelToken | None,
+) -> _VisionTimes:
+    """Warm up, then time the engine against raw session.run (alternately), then batch N."""
+    import numpy as np
+
+    from engines.vision import ImageClassifier, top_k
+
+    classifier = ImageClassifier(spec, choice, settings, session=verified, warmup=False)
+    session = classifier.session
+    contract = classifier.contract
+    labels = spec.labels
+    notes: list[str] = []
+    h, w = spec.preprocess.input_size
+    shape = (3, h, w) if spec.preprocess.layout == "NCHW" else (h, w, 3)
+    rng = np.random.default_rng(0)
+    x1 = rng.standard_normal((1, *shape)).astype(contract.dtype)
+    batch = config.batch if contract.fixed_batch is None else 1
+    if batch != config.batch:
+        notes.append(f"The model has a fixed batch of {contract.fixed_batch}; batch {config.batch} was not run.")
+    xn = rng.standard_normal((batch, *shape)).astype(contract.dtype)
+
+    def engine_call() -> object:
+        return top_k(classifier.probabilities(classifier.infer(x1))[0], labels, 5)
+
+    def engine_batch() -> object:
+        probs = classifier.probabilities(classifier.infer(xn))
+        return [top_k(p, labels, 5) for p in probs]
+
+    def raw_call() -> object:
+        return session.run([contract.output_name], {contract.input_name: x1})[0]
+
+    reporter.update(0.15, detail="warming up")
+    for _ in range(config.warmup):
+        _check(cancel)
+        engine_call()
+        raw_call()
+    if config.warmup and batch > 1:
+        engine_batch()
+    calls: dict[str, Callable[[], object]] = {"engine": engine_call}
+    if config.compare_raw:
+        calls["raw"] = raw_call
+    batch_calls = max(3, -(-config.runs // (2 * batch))) if batch > 1 else 0
+    total_steps = config.runs + batch_calls
+
+    def step(done: int) -> None:
+        reporter.update(0.2 + 0.8 * done / total_steps, detail=f"measuring {done}/{config.runs}")
+
+    with ResourceMeter() as meter:
+        times = interleave(calls, config.runs, cancel=cancel, on_step=step)
+        batch_s: list[float] = []
+        for i in range(batch_calls):
+            _check(cancel)
+            started = time.perf_counter()
+            engine_batch()
+            batch_s.append(time.perf_counter() - started)
+            reporter.update(0.2 + 0.8 * (config.runs + i + 1) / total_steps, detail=f"batch {batch}")
+    if config.compare_raw:
+        notes.append(
+            "Overhead: the engine (infer, softmax, top-5) against session.run on the same InferenceSession, "
+            "called alternately; the median of the paired differences."
+        )
+    if classifier.io_binding:
+        notes.append("The engine uses IOBinding on this device; the raw calls use plain session.run.")
+    return _VisionTimes(
+        times["engine"], times.get("raw", []), batch, batch_s, meter.result, classifier.placement, notes
+    )
+
+
+def _session_note(ep: str, first_status: str) -> str:
+    if ep == CPU_EP:
+        return (
+            "The CPU runs the ONNX model directly: there is nothing to compile or cache, so both numbers are "
+            "plain session creations (the second one finds the model file in the OS file cache)."
+        )
+    if first_status in {"miss", "rebuilt"}:
+        return f"First: {short_ep_name(ep)} compiled the model; cached: loaded the compiled model from the cache."
+    if first_status == "not-needed":
+        return f"{short_ep_name(ep)} runs the ONNX model directly: there is nothing to compile or cache."
+    return ""
+
+
+# --------------------------------------------------------------------------------------------
+# Chat
+# --------------------------------------------------------------------------------------------
+
+
+def _bench_chat(
+    folder: Path,
+    device: DeviceType,
+    ep: str,
+    config: BenchConfig,
+    report: DiscoveryReport,
+    reporter: _Reporter,
+    cancel: CancelToken | None,
+) -> DeviceResult:
+    from engines.bench_genai import RawGenaiLoop, chat_numbers, chat_prompt_tokens, lockstep_answer
+    from engines.chat import ChatModel, ChatOptions, StopReason
+    from engines.chat_model import genai
+
+    choice = DeviceChoice(ep=ep)
+    reporter.update(0.02, detail="loading the model (first)")
+    t = time.perf_counter()
+    first = ChatModel.load(folder, choice)
+    first_s = time.perf_counter() - t
+    del first
+    gc.collect()
+    _check(cancel)
+    reporter.update(0.15, detail="loading the model (again)")
+    t = time.perf_counter()
+    model = ChatModel.load(folder, choice)
+    sessions = SessionTimes(
+        first_s,
+        time.perf_counter() - t,
+        note="Chat models load through onnxruntime-genai (og.Model); nothing is compiled into NPU Studio's "
+        "cache, so both are full loads (the second one finds the files in the OS file cache).",
+    )
+    og = genai()
+    raw_prompt = chat_prompt_tokens(model.tokenizer, config.chat_prompt)
+
+    def answer(max_new: int) -> Any:
+        options = ChatOptions(max_new_tokens=max_new)  # greedy: the engine and the raw loop agree
+        conversation = model.new_conversation(options=options)
+        raw = None
+        if config.compare_raw:
+            search = options.search_options(model.context_window(options))
+            raw = RawGenaiLoop(og, model.model, model.tokenizer, search, model.eos_token_ids)
+        try:
+            result = lockstep_answer(conversation, config.chat_prompt, raw, raw_prompt, cancel=cancel)
+        finally:
+            conversation.close()
+        if result.stats.stop_reason == StopReason.CANCELLED:
+            raise CancelledError("Benchmark cancelled.")
+        return result
+
+    reporter.update(0.25, detail="warming up")
+    if config.warmup:
+        answer(min(8, config.chat_tokens))
+    answers = []
+    with ResourceMeter() as meter:
+        for r in range(config.chat_rounds):
+            reporter.update(0.3 + 0.7 * r / config.chat_rounds, detail=f"answer {r + 1}/{config.chat_rounds}")
+            answers.append(answer(config.chat_tokens))
+    placement = model.placement
+    chat = chat_numbers(answers)
+    samples = [ms for a in answers for ms in a.per_token_ms()]
+    notes = [
+        "Latency: the engine's time per generated token after the first (decode).",
+        "Decode: the engine and a raw onnxruntime-genai loop (a second generator on the same og.Model) "
+        "step in lockstep, one piece each in turn, so both see the same machine load.",
+        "Time to first token: the engine's includes rendering the chat template and tokenizing; the raw "
+        "loop's starts at append_tokens.",
+        "Batch N: the chat engine serves one conversation at a time, so only batch 1 is measured.",
+    ]
+    if not all(a.same_text for a in answers):
+        notes.append("The raw loop's text differed from the engine's; the decode comparison is approximate.")
+    if chat.decode_tokens < 2 * config.chat_rounds:
+        notes.append("The model ended its answers almost at once; try a prompt that asks for a longer answer.")
+    return DeviceResult(
+        model=folder.name,
+        kind=CHAT,
+        device=device.value,
+        status=OK,
+        ep=ep,
+        ran_on=placement.ran_on(),
+        fell_back=placement.fell_back,
+        fallback_reason=placement.reason if placement.fell_back else "",
+        placement=placement.as_dict(),
+        sessions=sessions,
+        latency_unit="ms per token",
+        latency=LatencyStats.of(samples) if samples else None,
+        samples_ms=tuple(samples),
+        throughput_unit="tokens/s",
+        throughput_batch1=chat.decode_tokens_per_s,
+        throughput_batch_n=None,
+        batch=1,
+        resources=meter.result,
+        chat=chat,
+        notes=tuple(notes),
+    )

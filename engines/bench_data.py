@@ -1,0 +1,447 @@
+"""Benchmark settings and results as plain data: statistics, ratios, JSON and CSV.
+
+Nothing here imports a runtime (or numpy): the UI, the history store and the CLI read these types
+without loading ONNX Runtime. The measuring itself is in `engines.bench`.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, TextIO
+
+from engines.errors import StudioError
+from engines.types import DeviceType
+
+VISION = "vision"
+CHAT = "chat"
+
+OK = "ok"
+UNAVAILABLE = "unavailable"
+FAILED = "failed"
+
+DEFAULT_PROMPT = "Write a short story about a robot who learns to paint."
+ALL_DEVICES = (DeviceType.NPU, DeviceType.GPU, DeviceType.CPU)
+
+
+def parse_devices(text: str) -> tuple[DeviceType, ...]:
+    """`all` or a comma-separated list of `npu`, `gpu`, `cpu` (order kept, duplicates dropped)."""
+    key = text.strip().lower()
+    if key in {"", "all"}:
+        return ALL_DEVICES
+    found: list[DeviceType] = []
+    for part in (p.strip() for p in key.split(",")):
+        if not part:
+            continue
+        try:
+            device = DeviceType(part.upper())
+        except ValueError:
+            raise StudioError(
+                f"Unknown device '{part}' in --devices.", "Use all, or a comma-separated list of npu, gpu and cpu."
+            ) from None
+        if device not in found:
+            found.append(device)
+    if not found:
+        raise StudioError("No device given in --devices.", "Use all, or a comma-separated list of npu, gpu and cpu.")
+    return tuple(found)
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """What to measure. `runs` is the number of timed calls per path (engine and raw each) at batch 1;
+    chat models are timed over `chat_rounds` answers of up to `chat_tokens` tokens (greedy)."""
+
+    models: tuple[Path, ...]
+    devices: tuple[DeviceType, ...] = ALL_DEVICES
+    runs: int = 50
+    batch: int = 8
+    warmup: int = 3
+    threads: int = 0  # intra-op threads for vision sessions (0: ONNX Runtime's default)
+    chat_prompt: str = DEFAULT_PROMPT
+    chat_tokens: int = 64
+    chat_rounds: int = 3
+    compare_raw: bool = True
+
+    def __post_init__(self) -> None:
+        problems = []
+        if not self.models:
+            problems.append("choose at least one model")
+        if not self.devices:
+            problems.append("choose at least one device")
+        if not 5 <= self.runs <= 100_000:
+            problems.append("runs must be between 5 and 100000")
+        if not 1 <= self.batch <= 256:
+            problems.append("batch must be between 1 and 256")
+        if not 0 <= self.warmup <= 1000:
+            problems.append("warm-up must be between 0 and 1000 calls")
+        if self.threads < 0:
+            problems.append("threads must be 0 (automatic) or more")
+        if not 2 <= self.chat_tokens <= 4096:
+            problems.append("chat tokens must be between 2 and 4096")
+        if not 1 <= self.chat_rounds <= 100:
+            problems.append("chat rounds must be between 1 and 100")
+        if not self.chat_prompt.strip():
+            problems.append("the chat prompt is empty")
+        if problems:
+            raise StudioError("Invalid benchmark settings: " + "; ".join(problems) + ".")
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["models"] = [str(m) for m in self.models]
+        data["devices"] = [d.value for d in self.devices]
+        return data
+
+
+@dataclass(frozen=True)
+class BenchProgress:
+    """Where a run is: `fraction` of the whole run (0..1), a stage ("efficientnet-lite0 on CPU:
+    measuring") that changes a few times per device, and a detail that changes often ("23/50")."""
+
+    fraction: float
+    stage: str
+    detail: str = ""
+    job: int = 0  # 1-based (model, device) job
+    jobs: int = 0
+
+    @property
+    def text(self) -> str:
+        return f"{self.stage} {self.detail}".strip()
+
+
+# --------------------------------------------------------------------------------------------
+# Statistics
+# --------------------------------------------------------------------------------------------
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0..100) with linear interpolation between closest ranks (numpy's default)."""
+    if not values:
+        raise ValueError("percentile of no values")
+    if not 0 <= q <= 100:
+        raise ValueError("q must be in [0, 100]")
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q / 100
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def median(values: Sequence[float]) -> float:
+    return percentile(values, 50)
+
+
+@dataclass(frozen=True)
+class LatencyStats:
+    count: int
+    mean_ms: float
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    min_ms: float
+    max_ms: float
+
+    @classmethod
+    def of(cls, samples_ms: Sequence[float]) -> LatencyStats:
+        if not samples_ms:
+            raise ValueError("no latency samples")
+        return cls(
+            count=len(samples_ms),
+            mean_ms=sum(samples_ms) / len(samples_ms),
+            p50_ms=percentile(samples_ms, 50),
+            p90_ms=percentile(samples_ms, 90),
+            p99_ms=percentile(samples_ms, 99),
+            min_ms=min(samples_ms),
+            max_ms=max(samples_ms),
+        )
+
+
+def throughput(items: int, seconds: float) -> float:
+    """Items per second (0 when nothing was timed)."""
+    return items / seconds if seconds > 0 else 0.0
+
+
+def paired_overhead(engine_ms: Sequence[float], raw_ms: Sequence[float]) -> tuple[float, float]:
+    """(overhead in ms, overhead ratio) from calls made alternately, engine[i] next to raw[i].
+
+    The overhead is the median of the pairwise differences: a slow spell on a shared machine hits
+    both members of a pair alike and cancels out, where a ratio of two separate medians would swing
+    by several percent. The ratio is (raw p50 + overhead) / raw p50: 1.00 means no overhead, 1.05
+    means 5 % slower than raw."""
+    if not engine_ms or len(engine_ms) != len(raw_ms):
+        raise ValueError("paired overhead needs two equally long, non-empty lists")
+    raw_p50 = median(raw_ms)
+    if raw_p50 <= 0:
+        raise ValueError("raw latency must be positive")
+    overhead = median([e - r for e, r in zip(engine_ms, raw_ms, strict=True)])
+    return overhead, (raw_p50 + overhead) / raw_p50
+
+
+def rate_ratio(engine_rate: float, raw_rate: float) -> float:
+    """Engine rate / raw rate (tokens/s): 1.00 means as fast as raw, 0.97 means 3 % slower."""
+    if raw_rate <= 0:
+        raise ValueError("raw rate must be positive")
+    return engine_rate / raw_rate
+
+
+# --------------------------------------------------------------------------------------------
+# Results
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SessionTimes:
+    """Session creation (vision) or model load (chat): the first time and again with what the first
+    one left behind (a compiled model in the cache, where the EP compiles)."""
+
+    first_s: float
+    cached_s: float
+    first_status: str = ""  # compiled-model cache: "miss", "hit", "not-needed", ...
+    cached_status: str = ""
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class ChatNumbers:
+    """Time to first token and prefill: medians over the timed answers. Decode: every token after the
+    first, the engine and a raw onnxruntime-genai loop stepping in lockstep (one engine token, one raw
+    token, ...), so both see the same machine load."""
+
+    rounds: int
+    prompt_tokens: int
+    generated_tokens: int  # per answer (the last answer's count; greedy decoding makes them equal)
+    time_to_first_token_ms: float
+    prefill_tokens_per_s: float
+    decode_tokens_per_s: float
+    decode_tokens: int = 0  # tokens timed for decode (all answers)
+    raw_time_to_first_token_ms: float | None = None
+    raw_prefill_tokens_per_s: float | None = None
+    raw_decode_tokens_per_s: float | None = None
+    decode_ratio: float | None = None  # engine / raw decode tokens/s over the same lockstep tokens (1.0 = same)
+
+
+@dataclass(frozen=True)
+class Resources:
+    cpu_percent: float  # process CPU time / wall time over the timed calls (100 = one core busy)
+    cpu_count: int
+    peak_rss_mb: float  # the process's largest resident set seen while this device was measured
+
+    @property
+    def cpu_percent_of_machine(self) -> float:
+        return self.cpu_percent / max(1, self.cpu_count)
+
+
+@dataclass(frozen=True)
+class DeviceResult:
+    """One model on one device. `status` is ok, unavailable (with the reason) or failed (with the
+    error); the placement says where it really ran, fallback included."""
+
+    model: str
+    kind: str  # VISION | CHAT
+    device: str  # the device type asked for: NPU, GPU or CPU
+    status: str
+    reason: str = ""
+    ep: str = ""  # the execution provider asked for
+    ran_on: str = ""
+    fell_back: bool = False
+    fallback_reason: str = ""
+    placement: dict[str, Any] = field(default_factory=dict)
+    sessions: SessionTimes | None = None
+    latency_unit: str = ""  # "ms per image" | "ms per token"
+    latency: LatencyStats | None = None  # the engine at batch 1 (chat: time between streamed tokens)
+    samples_ms: tuple[float, ...] = ()  # every timed engine call, for the distribution plot
+    raw_latency: LatencyStats | None = None
+    overhead_ms: float | None = None  # vision: median of engine - raw over interleaved pairs of calls
+    overhead_ratio: float | None = None  # vision: (raw p50 + overhead) / raw p50; 1.0 = no overhead
+    throughput_unit: str = ""  # "images/s" | "tokens/s"
+    throughput_batch1: float | None = None
+    throughput_batch_n: float | None = None
+    batch: int = 1
+    resources: Resources | None = None
+    chat: ChatNumbers | None = None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OK
+
+    @property
+    def label(self) -> str:
+        """The device asked for, or where it went when it fell back ("GPU → CPU")."""
+        if self.fell_back and self.ran_on:
+            where = self.ran_on.split(" —", 1)[0]
+            return f"{self.device} → {where}"
+        return self.device
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["samples_ms"] = [round(s, 4) for s in self.samples_ms]
+        data["notes"] = list(self.notes)
+        if self.resources is not None:
+            data["resources"]["cpu_percent_of_machine"] = self.resources.cpu_percent_of_machine
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> DeviceResult:
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        values["sessions"] = _build(SessionTimes, data.get("sessions"))
+        values["latency"] = _build(LatencyStats, data.get("latency"))
+        values["raw_latency"] = _build(LatencyStats, data.get("raw_latency"))
+        values["resources"] = _build(Resources, data.get("resources"))
+        values["chat"] = _build(ChatNumbers, data.get("chat"))
+        values["samples_ms"] = tuple(float(s) for s in data.get("samples_ms", ()))
+        values["notes"] = tuple(str(n) for n in data.get("notes", ()))
+        values["placement"] = dict(data.get("placement") or {})
+        return cls(**values)
+
+
+def _build(cls: Any, data: Any) -> Any:
+    if not isinstance(data, Mapping):
+        return None
+    known = {f.name for f in fields(cls)}
+    return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass(frozen=True)
+class BenchRun:
+    run_id: str
+    started: float  # epoch seconds
+    seconds: float
+    machine: dict[str, Any]
+    settings: dict[str, Any]
+    results: tuple[DeviceResult, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "started": self.started,
+            "seconds": self.seconds,
+            "machine": dict(self.machine),
+            "settings": dict(self.settings),
+            "results": [r.as_dict() for r in self.results],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> BenchRun:
+        return cls(
+            run_id=str(data["run_id"]),
+            started=float(data["started"]),
+            seconds=float(data.get("seconds", 0.0)),
+            machine=dict(data.get("machine") or {}),
+            settings=dict(data.get("settings") or {}),
+            results=tuple(DeviceResult.from_dict(r) for r in data.get("results", ())),
+        )
+
+    def models(self) -> list[str]:
+        return list(dict.fromkeys(r.model for r in self.results))
+
+    def for_model(self, model: str) -> list[DeviceResult]:
+        return [r for r in self.results if r.model == model]
+
+
+# --------------------------------------------------------------------------------------------
+# CSV
+# --------------------------------------------------------------------------------------------
+
+CSV_COLUMNS = (
+    "run_id",
+    "model",
+    "kind",
+    "device",
+    "status",
+    "reason",
+    "ep",
+    "ran_on",
+    "fell_back",
+    "fallback_reason",
+    "session_first_s",
+    "session_cached_s",
+    "compiled_cache",
+    "latency_unit",
+    "p50_ms",
+    "p90_ms",
+    "p99_ms",
+    "mean_ms",
+    "samples",
+    "raw_p50_ms",
+    "overhead_ms",
+    "overhead_ratio",
+    "throughput_unit",
+    "throughput_batch1",
+    "batch",
+    "throughput_batch_n",
+    "cpu_percent",
+    "peak_rss_mb",
+    "time_to_first_token_ms",
+    "prefill_tokens_per_s",
+    "decode_tokens_per_s",
+    "raw_decode_tokens_per_s",
+    "decode_ratio",
+    "notes",
+)
+
+
+def _num(value: float | None, digits: int = 3) -> str:
+    return "" if value is None else f"{value:.{digits}f}"
+
+
+def csv_row(run_id: str, r: DeviceResult) -> dict[str, str]:
+    s, lat, res, chat = r.sessions, r.latency, r.resources, r.chat
+    return {
+        "run_id": run_id,
+        "model": r.model,
+        "kind": r.kind,
+        "device": r.device,
+        "status": r.status,
+        "reason": r.reason,
+        "ep": r.ep,
+        "ran_on": r.ran_on,
+        "fell_back": "yes" if r.fell_back else "no",
+        "fallback_reason": r.fallback_reason,
+        "session_first_s": _num(s.first_s if s else None),
+        "session_cached_s": _num(s.cached_s if s else None),
+        "compiled_cache": f"{s.first_status}/{s.cached_status}" if s and s.first_status else "",
+        "latency_unit": r.latency_unit,
+        "p50_ms": _num(lat.p50_ms if lat else None),
+        "p90_ms": _num(lat.p90_ms if lat else None),
+        "p99_ms": _num(lat.p99_ms if lat else None),
+        "mean_ms": _num(lat.mean_ms if lat else None),
+        "samples": str(lat.count) if lat else "",
+        "raw_p50_ms": _num(r.raw_latency.p50_ms if r.raw_latency else None),
+        "overhead_ms": _num(r.overhead_ms, 4),
+        "overhead_ratio": _num(r.overhead_ratio, 4),
+        "throughput_unit": r.throughput_unit,
+        "throughput_batch1": _num(r.throughput_batch1, 2),
+        "batch": str(r.batch),
+        "throughput_batch_n": _num(r.throughput_batch_n, 2),
+        "cpu_percent": _num(res.cpu_percent if res else None, 1),
+        "peak_rss_mb": _num(res.peak_rss_mb if res else None, 1),
+        "time_to_first_token_ms": _num(chat.time_to_first_token_ms if chat else None, 1),
+        "prefill_tokens_per_s": _num(chat.prefill_tokens_per_s if chat else None, 1),
+        "decode_tokens_per_s": _num(chat.decode_tokens_per_s if chat else None, 2),
+        "raw_decode_tokens_per_s": _num(chat.raw_decode_tokens_per_s if chat else None, 2),
+        "decode_ratio": _num(chat.decode_ratio if chat else None, 4),
+        "notes": " | ".join(r.notes),
+    }
+
+
+def write_csv(runs: Iterable[BenchRun], out: TextIO) -> int:
+    """One row per model x device of every run. Returns the number of rows."""
+    writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    count = 0
+    for run in runs:
+        for result in run.results:
+            writer.writerow(csv_row(run.run_id, result))
+            count += 1
+    return count
+
+
+def csv_text(runs: Iterable[BenchRun]) -> str:
+    buffer = io.StringIO()
+    write_csv(runs, buffer)
+    return buffer.getvalue()
