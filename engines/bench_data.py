@@ -57,7 +57,7 @@ class BenchConfig:
 
     models: tuple[Path, ...]
     devices: tuple[DeviceType, ...] = ALL_DEVICES
-    runs: int = 50
+    runs: int = 200
     batch: int = 8
     warmup: int = 3
     threads: int = 0  # intra-op threads for vision sessions (0: ONNX Runtime's default)
