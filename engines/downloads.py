@@ -238,8 +238,19 @@ def discard_partial(user_dir: Path, entry_id: str) -> bool:
     return True
 
 
+def _quiet_hub() -> None:
+    """Import huggingface_hub with its telemetry off. Without this, building the request headers fetches an
+    "agent harness" list from huggingface.co (huggingface_hub 2.x) whatever endpoint the download uses: a
+    request the user did not ask for, to a host they may not have chosen."""
+    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    import huggingface_hub.constants
+
+    huggingface_hub.constants.HF_HUB_DISABLE_TELEMETRY = True
+
+
 def list_remote_files(entry: CatalogEntry, endpoint: str) -> list[RemoteFile]:
     """The variant's files, from the Hub API (sizes and LFS SHA-256), filtered by the allow-patterns."""
+    _quiet_hub()
     from huggingface_hub import HfApi
     from huggingface_hub.hf_api import RepoFile
 
@@ -411,6 +422,7 @@ def _fetch(
     user_dir: Path,
 ) -> tuple[str, str]:
     """One file, resumed when a partial copy from the same remote version exists; returns (sha256, commit)."""
+    _quiet_hub()
     from huggingface_hub import get_hf_file_metadata, hf_hub_url
 
     url = hf_hub_url(entry.repo_id, f.repo_path, revision=entry.revision, endpoint=endpoint)

@@ -1,0 +1,465 @@
+"""Catalog downloads against a Hugging Face Hub look-alike on 127.0.0.1 (started here, never the internet).
+
+The server implements exactly what huggingface_hub 2.x calls for a download: the tree listing
+``GET /api/models/{repo}/tree/{revision}/{path}`` and ``HEAD``/``GET /{repo}/resolve/{revision}/{path}``
+(ETag, X-Repo-Commit, Content-Length, byte ranges). It can drop a connection mid-file, go offline,
+serve corrupted bytes, and it logs every request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import socket
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+from engines.downloads import (
+    DownloadError,
+    DownloadProgress,
+    download_model,
+    find_entry,
+    load_catalog,
+    partial_bytes,
+    staging_dir,
+)
+from engines.errors import CancelledError, ModelError, StorageError
+from engines.library import scan_library, verify_model
+from engines.manifest import load_manifest, sha256_file
+from engines.types import CancelToken
+from tests.unit.netguard import loopback_only
+
+REPO = Path(__file__).resolve().parents[2]
+REPO_ID = "test-org/tiny-chat-onnx"
+SUBFOLDER = "cpu_and_mobile/cpu-fp32"
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+BIG = "model.onnx.data"  # the largest file: where interruptions happen
+
+
+# --------------------------------------------------------------------------------------------
+# The hub look-alike
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class FakeHub:
+    files: dict[str, bytes] = field(default_factory=dict)  # repo path -> content
+    log: list[tuple[str, str, str]] = field(default_factory=list)  # (method, path, Range header)
+    drop_after: dict[str, int] = field(default_factory=dict)  # repo path -> drop the next GET after N bytes
+    go_offline_after_drop: bool = False
+    offline: bool = False
+    corrupt: set[str] = field(default_factory=set)  # repo paths served with one byte flipped
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def gets(self, path: str) -> list[str]:
+        """The Range headers of the GETs of one file ('' for a whole-file GET)."""
+        return [r for m, p, r in self.log if m == "GET" and p.endswith(f"/resolve/main/{path}")]
+
+    def resolve_requests(self) -> int:
+        return sum(1 for _, p, _ in self.log if "/resolve/" in p)
+
+
+def _is_lfs(path: str, data: bytes) -> bool:
+    return path.endswith((".onnx", ".data")) or len(data) > 100_000
+
+
+def _etag(path: str, data: bytes) -> str:
+    # The Hub's ETag: the LFS sha256 for large files, the git blob sha1 for small ones.
+    if _is_lfs(path, data):
+        return hashlib.sha256(data).hexdigest()
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def setup(self) -> None:
+            super().setup()
+            self.request.settimeout(10)
+
+        def log_message(self, *_args: Any) -> None:
+            pass
+
+        def _drop(self) -> None:
+            self.close_connection = True
+            try:
+                self.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+        def do_HEAD(self) -> None:
+            self._serve(body=False)
+
+        def do_GET(self) -> None:
+            self._serve(body=True)
+
+        def _serve(self, body: bool) -> None:
+            path = unquote(urlsplit(self.path).path)
+            with hub.lock:
+                hub.log.append((self.command, path, self.headers.get("Range", "")))
+                offline = hub.offline
+            if offline:
+                self._drop()  # no response at all: the network is gone
+                return
+            prefix = f"/api/models/{REPO_ID}/tree/main"
+            if path.startswith(prefix):
+                self._tree(path[len(prefix):].strip("/"))
+            elif path.startswith(f"/{REPO_ID}/resolve/main/"):
+                self._file(path[len(f"/{REPO_ID}/resolve/main/"):], body)
+            else:
+                self._json(404, {"error": "Repository not found"}, {"X-Error-Code": "RepoNotFound"})
+
+        def _json(self, status: int, data: Any, headers: dict[str, str] | None = None) -> None:
+            payload = json.dumps(data).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            for key, value in (headers or {}).items():
+                self.send_header(key, value)
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(payload)
+
+        def _tree(self, folder: str) -> None:
+            entries: list[dict[str, Any]] = []
+            folders: set[str] = set()
+            for repo_path, data in sorted(hub.files.items()):
+                if folder and not repo_path.startswith(folder + "/"):
+                    continue
+                parts = repo_path.split("/")
+                for i in range(1, len(parts)):
+                    folders.add("/".join(parts[:i]))
+                item: dict[str, Any] = {"type": "file", "path": repo_path, "size": len(data),
+                                        "oid": hashlib.sha1(data).hexdigest()}
+                if _is_lfs(repo_path, data):
+                    item["lfs"] = {"oid": hashlib.sha256(data).hexdigest(), "size": len(data), "pointerSize": 134}
+                entries.append(item)
+            entries += [{"type": "directory", "path": f, "oid": "0" * 40, "size": 0} for f in sorted(folders)
+                        if not folder or f.startswith(folder + "/")]
+            self._json(200, entries)
+
+        def _file(self, repo_path: str, body: bool) -> None:
+            data = hub.files.get(repo_path)
+            if data is None:
+                self._json(404, {"error": "Entry not found"}, {"X-Error-Code": "EntryNotFound",
+                                                               "X-Repo-Commit": COMMIT})
+                return
+            served = bytearray(data)
+            if repo_path in hub.corrupt:
+                served[len(served) // 2] ^= 0xFF
+            start = 0
+            ranged = self.headers.get("Range", "")
+            if body and ranged.startswith("bytes="):
+                start = int(ranged[len("bytes="):].split("-")[0])
+            self.send_response(206 if start else 200)
+            self.send_header("X-Repo-Commit", COMMIT)
+            self.send_header("ETag", f'"{_etag(repo_path, data)}"')
+            self.send_header("Accept-Ranges", "bytes")
+            self.send_header("Content-Length", str(len(served) - start))
+            if start:
+                self.send_header("Content-Range", f"bytes {start}-{len(served) - 1}/{len(served)}")
+            self.end_headers()
+            if not body:
+                return
+            with hub.lock:
+                cut = hub.drop_after.pop(repo_path, None)
+            chunk = bytes(served[start:])
+            if cut is not None:
+                self.wfile.write(chunk[:cut])
+                self.wfile.flush()
+                if hub.go_offline_after_drop:
+                    hub.offline = True
+                self._drop()
+                return
+            self.wfile.write(chunk)
+
+    return Handler
+
+
+@pytest.fixture
+def hub(tiny_llm: Path) -> Iterator[tuple[FakeHub, str]]:
+    """The server on 127.0.0.1 with a repository: the tiny genai model in a variant subfolder, plus files
+    outside it that must never be fetched."""
+    state = FakeHub()
+    for path in sorted(tiny_llm.iterdir()):
+        state.files[f"{SUBFOLDER}/{path.name}"] = path.read_bytes()
+    state.files["README.md"] = b"---\nlicense: mit\n---\n"
+    state.files["gpu/gpu-int4/model.onnx"] = b"not for this variant" * 100
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield state, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+        assert not thread.is_alive()
+
+
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Loopback only; small download chunks (so progress and cancel happen mid-file); no retry sleeps."""
+    import huggingface_hub.constants as hf_constants
+    import huggingface_hub.file_download as hf_download
+
+    monkeypatch.setattr(hf_constants, "DOWNLOAD_CHUNK_SIZE", 64 * 1024)
+    monkeypatch.setattr(hf_download, "time", SimpleNamespace(sleep=lambda _s: None))
+    monkeypatch.delenv("HF_ENDPOINT", raising=False)
+    with loopback_only() as blocked:
+        yield
+    assert not blocked, f"network access attempted: {blocked}"
+
+
+def _catalog(tmp_path: Path, **overrides: Any) -> Path:
+    entry = {
+        "id": "tiny-chat-cpu", "display_name": "Tiny chat (CPU)", "kind": "genai-llm", "publisher": "Test",
+        "repo_id": REPO_ID, "revision": "main", "subfolder": SUBFOLDER, "licence": "MIT", "parameters": "0.3M",
+        "size_bytes": 16_000_000, "context_length": 256, "precision": "fp32", "devices": ["cpu"],
+        "execution_provider": "cpu",
+    }
+    entry.update(overrides)
+    path = tmp_path / "catalog.json"
+    path.write_text(json.dumps({"schema": 1, "models": [entry]}), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def user(tmp_path: Path) -> Path:
+    path = tmp_path / "models"
+    path.mkdir()
+    return path
+
+
+def _entry(tmp_path: Path, **overrides: Any) -> Any:
+    return find_entry(load_catalog(_catalog(tmp_path, **overrides)), "tiny-chat-cpu")
+
+
+def _variant_files(hub: FakeHub) -> dict[str, bytes]:
+    return {p[len(SUBFOLDER) + 1:]: d for p, d in hub.files.items() if p.startswith(SUBFOLDER + "/")}
+
+
+def _assert_installed(user: Path, hub: FakeHub) -> None:
+    folder = user / "tiny-chat-cpu"
+    expected = _variant_files(hub)
+    assert {p.name for p in folder.iterdir()} == set(expected) | {"manifest.json"}
+    for rel, data in expected.items():
+        assert sha256_file(folder / rel) == hashlib.sha256(data).hexdigest(), rel
+    assert verify_model(folder).ok
+    assert not staging_dir(user, "tiny-chat-cpu").exists()
+
+
+# --------------------------------------------------------------------------------------------
+# Cases
+# --------------------------------------------------------------------------------------------
+
+
+def test_full_download_lands_verified_in_the_library(hub: tuple[FakeHub, str], user: Path, tmp_path: Path) -> None:
+    state, endpoint = hub
+    seen: list[DownloadProgress] = []
+    model = download_model(_entry(tmp_path), user, allowed=True, endpoint=endpoint, progress=seen.append)
+    _assert_installed(user, state)
+    assert model.kind == "genai-llm" and model.licence == "MIT" and model.devices == ("cpu",)
+    assert model.precision == "fp32" and model.context_length == 256
+    source = load_manifest(model.folder)["source"]
+    assert source["repo_id"] == REPO_ID and source["commit"] == COMMIT and source["subfolder"] == SUBFOLDER
+    assert [e.name for e in scan_library(None, user)] == ["tiny-chat-cpu"]
+    # Only the variant's files were fetched (allow-patterns), each once, whole.
+    fetched = {p for m, p, _ in state.log if m == "GET" and "/resolve/" in p}
+    assert fetched == {f"/{REPO_ID}/resolve/main/{SUBFOLDER}/{rel}" for rel in _variant_files(state)}
+    assert state.gets(f"{SUBFOLDER}/{BIG}") == [""]
+    # Progress: monotonic, complete, with many updates inside the big file.
+    done = [p.done for p in seen]
+    assert done == sorted(done) and seen[-1].done == seen[-1].total == model.size_bytes
+    assert sum(1 for p in seen if p.file == BIG) > 10
+
+
+def test_a_dropped_connection_is_resumed_with_a_range_request(
+    hub: tuple[FakeHub, str], user: Path, tmp_path: Path
+) -> None:
+    state, endpoint = hub
+    cut = 3 * 1024 * 1024 + 123
+    state.drop_after[f"{SUBFOLDER}/{BIG}"] = cut
+    download_model(_entry(tmp_path), user, allowed=True, endpoint=endpoint)
+    _assert_installed(user, state)
+    ranges = state.gets(f"{SUBFOLDER}/{BIG}")
+    assert ranges[0] == "" and len(ranges) == 2
+    resumed_at = int(ranges[1].removeprefix("bytes=").split("-")[0])
+    assert 0 < resumed_at <= cut and cut - resumed_at < 64 * 1024  # at most the chunk in flight is fetched again
+
+
+def test_an_interrupted_download_resumes_in_a_later_run(hub: tuple[FakeHub, str], user: Path, tmp_path: Path) -> None:
+    state, endpoint = hub
+    state.drop_after[f"{SUBFOLDER}/{BIG}"] = 5 * 1024 * 1024
+    state.go_offline_after_drop = True  # the network goes away mid-file and does not come back in this run
+    with pytest.raises(DownloadError, match="interrupted.*run the same download again: it resumes"):
+        download_model(_entry(tmp_path), user, allowed=True, endpoint=endpoint)
+    assert not (user / "tiny-chat-cpu").exists()
+    kept = partial_bytes(user, "tiny-chat-cpu")
+    assert kept > 5_000_000
+    state.offline = False
+    state.log.clear()
+    download_model(_entry(tmp_path), user, allowed=True, endpoint=endpoint)
+    _assert_installed(user, state)
+    ranges = state.gets(f"{SUBFOLDER}/{BIG}")
+    assert len(ranges) == 1 and ranges[0].startswith("bytes=")
+    assert int(ranges[0].removeprefix("bytes=").split("-")[0]) >= 5 * 1024 * 1024 - 64 * 1024
+
+
+def test_cancel_stops_mid_file_keeps_the_partial_and_the_next_run_resumes(
+    hub: tuple[FakeHub, str], user: Path, tmp_path: Path
+) -> None:
+    state, endpoint = hub
+    token = CancelToken()
+
+    def progress(p: DownloadProgress) -> None:
+        if p.file == BIG and p.file_done > 2 * 1024 * 1024:
+            token.cancel()
+
+    with pytest.raises(CancelledError, match="cancelled.*kept so the same download resumes"):
+        download_model(_entry(tmp_path), user, allowed=True, endpoint=endpoint, progress=progress, cancel=token)
+    assert not (user / "tiny-chat-cpu").exists()
+    big = len(state.files[f"{SUBFOLDER}/{BIG}"])
+    part = staging_dir(user, "tiny-chat-cpu") / "parts" / f"{BIG}.part"
+    kept = part.stat().st_size
+    assert 2 * 1024 * 1024 < kept < big  # stopped inside the file
+    assert part.read_bytes() == state.files[f"{SUBFOLDER}/{BIG}"][:kept]  # a clean prefix
+    state.log.clear()
+    download_model(_entry(tmp_path), user, allowed=True, endpoint=endpoint)
+    _assert_installed(user, state)
+    assert state.gets(f"{SUBFOLDER}/{BIG}") == [f"bytes={kept}-"]  # only the rest was fetched
+
+
+def test_a_catalog_checksum_mismatch_is_rejected_and_cleaned_up(
+    hub: tuple[FakeHub, str], user: Path, tmp_path: Path
+) -> None:
+    _state, endpoint = hub
+    entry = _entry(tmp_path, files=[{"path": "genai_config.json", "sha256": "ab" * 32}])
+    with pytest.raises(ModelError, match=r"genai_config.json .* failed its checksum.*from the catalog.*deleted"):
+        download_model(entry, user, allowed=True, endpoint=endpoint)
+    assert list(user.iterdir()) in ([], [user / ".downloads"])
+    assert not staging_dir(user, "tiny-chat-cpu").exists()
+
+
+def test_corrupted_bytes_fail_the_hubs_lfs_checksum(hub: tuple[FakeHub, str], user: Path, tmp_path: Path) -> None:
+    state, endpoint = hub
+    state.corrupt.add(f"{SUBFOLDER}/{BIG}")
+    with pytest.raises(ModelError, match=r"model.onnx.data .* failed its checksum.*from the hub"):
+        download_model(_entry(tmp_path), user, allowed=True, endpoint=endpoint)
+    assert not staging_dir(user, "tiny-chat-cpu").exists() and not (user / "tiny-chat-cpu").exists()
+
+
+def test_a_full_disk_is_refused_before_any_file_is_fetched(
+    hub: tuple[FakeHub, str], user: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state, endpoint = hub
+    free = 1_000_000
+    monkeypatch.setattr(shutil, "disk_usage", lambda _p: shutil._ntuple_diskusage(10**12, 10**12 - free, free))  # type: ignore[attr-defined]
+    with pytest.raises(StorageError, match=r"Not enough disk space for this download: it needs 16\.\d MB"):
+        download_model(_entry(tmp_path), user, allowed=True, endpoint=endpoint)
+    assert state.resolve_requests() == 0  # only the file listing, to learn the sizes
+    assert not (user / "tiny-chat-cpu").exists()
+
+
+def test_forbidden_downloads_touch_nothing(hub: tuple[FakeHub, str], user: Path, tmp_path: Path) -> None:
+    state, endpoint = hub
+    with pytest.raises(DownloadError, match="Downloads are turned off"):
+        download_model(_entry(tmp_path), user, allowed=False, endpoint=endpoint)
+    assert state.log == [] and list(user.iterdir()) == []
+
+
+def test_an_unknown_repository_is_a_clear_error(hub: tuple[FakeHub, str], user: Path, tmp_path: Path) -> None:
+    _state, endpoint = hub
+    with pytest.raises(DownloadError, match="not found on the Hub"):
+        download_model(_entry(tmp_path, repo_id="test-org/gone"), user, allowed=True, endpoint=endpoint)
+
+
+def test_the_endpoint_comes_from_hf_endpoint_at_call_time(
+    hub: tuple[FakeHub, str], user: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state, endpoint = hub
+    monkeypatch.setenv("HF_ENDPOINT", endpoint)  # after huggingface_hub was imported: still honoured
+    download_model(_entry(tmp_path), user, allowed=True)
+    _assert_installed(user, state)
+
+
+# --------------------------------------------------------------------------------------------
+# Through the CLI: the setting, the one-off flag
+# --------------------------------------------------------------------------------------------
+
+
+def _cli(args: list[str]) -> int:
+    from app.cli import run
+
+    return run(args)
+
+
+def test_cli_download_obeys_the_setting_and_the_flag(
+    hub: tuple[FakeHub, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from app import paths
+    from app.settings import Settings, save_settings
+
+    state, endpoint = hub
+    assets = tmp_path / "assets"
+    assets.mkdir()
+    _catalog(assets)
+    monkeypatch.setenv("NPU_STUDIO_ASSETS", str(assets))
+    monkeypatch.setenv("HF_ENDPOINT", endpoint)
+    assert _cli(["models", "download", "tiny-chat-cpu"]) == 2
+    assert "Downloads are turned off" in capsys.readouterr().err
+    assert state.log == []
+    assert _cli(["models", "download", "tiny-chat-cpu", "--allow-download", "--name", "once"]) == 0
+    assert "Downloaded once" in capsys.readouterr().out
+    save_settings(Settings(allow_downloads=True))
+    assert _cli(["models", "download", "tiny-chat-cpu"]) == 0
+    assert "Downloaded tiny-chat-cpu" in capsys.readouterr().out
+    assert {e.name for e in scan_library(None, paths.user_models_dir())} == {"once", "tiny-chat-cpu"}
+    assert _cli(["models", "catalog", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert listed["downloads_allowed"] is True and listed["models"][0]["installed"] is True
+
+
+# --------------------------------------------------------------------------------------------
+# The shipped catalog
+# --------------------------------------------------------------------------------------------
+
+
+def test_the_shipped_catalog_names_real_variants_for_every_device() -> None:
+    catalog = load_catalog(REPO / "assets" / "catalog.json")
+    by_id = {e.id: e for e in catalog}
+    assert {d for e in catalog for d in e.devices} == {"cpu", "gpu", "npu"}
+    phi = by_id["phi-3.5-mini-instruct-cpu-int4"]
+    assert phi.repo_id == "microsoft/Phi-3.5-mini-instruct-onnx"
+    assert phi.allow_patterns == ["cpu_and_mobile/cpu-int4-awq-block-128-acc-level-4/*"]
+    assert by_id["phi-4-mini-instruct-gpu-int4"].subfolder == "gpu/gpu-int4-rtn-block-32"
+    assert any(e.repo_id.startswith("amd/Qwen2.5") for e in catalog)
+    for e in catalog:
+        assert e.licence and e.context_length and e.execution_provider in {"cpu", "dml", "qnn"}
+        assert e.size_bytes is None or e.size_bytes > 100_000_000
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ("{", "not valid"),
+        ({"schema": 2, "models": []}, "expected"),
+        ({"schema": 1, "models": [{"id": "x"}]}, "repo_id"),
+        ({"schema": 1, "models": [{"id": "x", "repo_id": "a/b", "subfolder": "../up"}]}, "bad subfolder"),
+        ({"schema": 1, "models": [{"id": "x", "repo_id": "a/b"}, {"id": "x", "repo_id": "a/c"}]}, "duplicate"),
+    ],
+)
+def test_a_broken_catalog_is_a_clear_error(tmp_path: Path, data: Any, message: str) -> None:
+    path = tmp_path / "catalog.json"
+    path.write_text(data if isinstance(data, str) else json.dumps(data), encoding="utf-8")
+    with pytest.raises(ModelError, match=message):
+        load_catalog(path)
