@@ -8,6 +8,7 @@ serve corrupted bytes, and it logs every request.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import shutil
@@ -90,10 +91,8 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
 
         def _drop(self) -> None:
             self.close_connection = True
-            try:
+            with contextlib.suppress(OSError):  # the client may have gone already
                 self.connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
         def do_HEAD(self) -> None:
             self._serve(body=False)
