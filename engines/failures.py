@@ -156,7 +156,8 @@ class Diagnosis:
 def diagnose(exc: BaseException, ep: str = "") -> Diagnosis:
     """The plain-language error, the code, and whether the device is gone for this run."""
     if isinstance(exc, StudioError):
-        return Diagnosis(exc, getattr(exc, "failure_code", ""), bool(getattr(exc, "device_lost", False)), "")
+        lost = bool(getattr(exc, "device_lost", False))
+        return Diagnosis(exc, getattr(exc, "failure_code", ""), lost, str(getattr(exc, "native", "")))
     text = str(exc)
     device = _device_words(ep, text)
     for rule in RULES:

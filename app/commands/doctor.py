@@ -1,0 +1,81 @@
+"""`npu-studio doctor [--out DIR] [--json]`: check every device and write a report and a diagnostics zip."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from app import paths
+
+CLASSIFIER = "efficientnet-lite0"
+CHAT_MODEL = "smollm2-135m-instruct"
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser(
+        "doctor",
+        help="check every device (strict session, classifier, chat) and write a report + diagnostics zip",
+    )
+    parser.add_argument(
+        "--out", metavar="DIR", help="where to write the report (default: a new folder in the user data folder)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--no-chat", action="store_true", help="leave out the chat check")
+    parser.add_argument("--tokens", type=int, default=8, help="chat tokens per device (default 8)")
+    parser.set_defaults(func=run)
+
+
+def _installed(name: str) -> Path | None:
+    for root in (paths.user_models_dir(), paths.bundled_models_dir()):
+        if (root / name / "manifest.json").is_file():
+            return root / name
+    return None
+
+
+def attachments() -> dict[str, Path]:
+    """Files for the zip: recent logs and the settings (no conversations, no models)."""
+    found: dict[str, Path] = {}
+    for log in sorted(paths.log_dir().glob("*.log*")):
+        found[f"logs/{log.name}"] = log
+    settings = paths.config_dir() / "settings.json"
+    if settings.is_file():
+        found["settings.json"] = settings
+    return found
+
+
+def run(args: argparse.Namespace) -> int:
+    from app.cli import print_json
+    from engines.doctor import run_doctor, write_outputs
+    from engines.errors import StudioError
+
+    if args.tokens < 1:
+        raise StudioError("--tokens must be at least 1.", "Use e.g. --tokens 8.")
+    out = Path(args.out) if args.out else paths.data_dir() / "diagnostics" / time.strftime("doctor-%Y%m%d-%H%M%S")
+    samples_dir = paths.assets_dir() / "samples"
+    samples = sorted(p for p in samples_dir.glob("*") if p.suffix.lower() in {".png", ".jpg", ".jpeg"})
+
+    def progress(text: str) -> None:
+        print(text, file=sys.stderr, flush=True)
+
+    report = run_doctor(
+        classifier=_installed(CLASSIFIER),
+        chat_model=None if args.no_chat else _installed(CHAT_MODEL),
+        samples=samples,
+        cache_dir=paths.compiled_cache_dir(),
+        chat_tokens=args.tokens,
+        on_progress=progress,
+    )
+    text_path, json_path, zip_path = write_outputs(report, out, attachments())
+    if args.json:
+        files = {"text": str(text_path), "json": str(json_path), "zip": str(zip_path)}
+        print_json({**report.as_dict(), "files": files})
+    else:
+        print(report.text())
+        print(f"Report: {text_path}")
+        print(f"JSON:   {json_path}")
+        print(f"Zip:    {zip_path}  (attach this to a bug report)")
+    failed = [s for s in report.steps if s.status == "failed"]
+    return 1 if failed else 0

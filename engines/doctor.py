@@ -1,0 +1,457 @@
+"""`npu-studio doctor`: what this machine really runs, checked step by step, for a bug report.
+
+Versions (ONNX Runtime and its build, EP plugins, the QNN SDK, onnxruntime-genai, drivers as ONNX
+Runtime reports them), every device with the reason it is unusable, then on each usable device: a
+strict session on a tiny generated model (its output checked against numpy), the demo classifier
+(first and cached session creation, warm-up, latency, top-1 on the sample photos) and a few chat
+tokens. Devices that are not there are reported as unavailable with the reason; nothing is skipped
+silently and no failure stops the run. The result is a readable text report, JSON, and a zip with
+both plus the recent logs, the settings and the versions.
+
+The chat check goes through `ChatProbe` (default: `chat_probe`, over engines.chat) so the caller can
+replace or leave it out.
+"""
+
+from __future__ import annotations
+
+import base64
+import importlib.metadata
+import json
+import logging
+import platform
+import statistics
+import sys
+import tempfile
+import time
+import zipfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engines import runtime
+from engines.compiled_cache import CompiledModelCache, needs_cache, qnn_sdk_version
+from engines.devices import DiscoveryReport, discover
+from engines.errors import StudioError
+from engines.failures import diagnose
+from engines.types import CPU_EP, Device, DeviceChoice, Policy, short_ep_name
+
+log = logging.getLogger(__name__)
+
+PACKAGES = (
+    "onnxruntime",
+    "onnxruntime-qnn",
+    "onnxruntime-directml",
+    "onnxruntime-windowsml",
+    "onnxruntime-genai",
+    "onnxruntime-genai-directml",
+    "onnxruntime-genai-winml",
+    "numpy",
+    "pillow",
+    "PySide6-Essentials",
+    "npu-studio",
+)
+CHAT_PROMPT = "What is the capital of France?"
+LOG_TAIL_BYTES = 1_000_000
+
+# A 4-node probe model (Conv 3->8 3x3, Relu, GlobalAveragePool, Flatten; input 1x3x16x16, output 1x8),
+# made with onnx.helper (see tests/unit/test_doctor.py, which rebuilds it and compares). Embedded so
+# that the doctor needs no `onnx` package on a user's machine.
+PROBE_MODEL = base64.b64decode(
+    "CAgSCm5wdS1zdHVkaW86vwgKJQoBeAoBdwoBYhIBYyIEQ29udioRCgRwYWRzQAFAAUABQAGgAQcKDAoBYxIBciIEUmVsdQoZCgFy"
+    "EgFwIhFHbG9iYWxBdmVyYWdlUG9vbAoPCgFwEgF5IgdGbGF0dGVuEgxkb2N0b3ItcHJvYmUq8AYICAgDCAMIAxABQgF3SuAGAAAA"
+    "v83MTD7NzEy+AAAAP83MzD2amZm+zczMPgAAAADNzMy+mpmZPs3MzL0AAAC/zcxMPs3MTL4AAAA/zczMPZqZmb7NzMw+AAAAAM3M"
+    "zL6amZk+zczMvQAAAL/NzEw+zcxMvgAAAD/NzMw9mpmZvs3MzD4AAAAAzczMvpqZmT7NzMy9AAAAv83MTD7NzEy+AAAAP83MzD2a"
+    "mZm+zczMPgAAAADNzMy+mpmZPs3MzL0AAAC/zcxMPs3MTL4AAAA/zczMPZqZmb7NzMw+AAAAAM3MzL6amZk+zczMvQAAAL/NzEw+"
+    "zcxMvgAAAD/NzMw9mpmZvs3MzD4AAAAAzczMvpqZmT7NzMy9AAAAv83MTD7NzEy+AAAAP83MzD2amZm+zczMPgAAAADNzMy+mpmZ"
+    "Ps3MzL0AAAC/zcxMPs3MTL4AAAA/zczMPZqZmb7NzMw+AAAAAM3MzL6amZk+zczMvQAAAL/NzEw+zcxMvgAAAD/NzMw9mpmZvs3M"
+    "zD4AAAAAzczMvpqZmT7NzMy9AAAAv83MTD7NzEy+AAAAP83MzD2amZm+zczMPgAAAADNzMy+mpmZPs3MzL0AAAC/zcxMPs3MTL4A"
+    "AAA/zczMPZqZmb7NzMw+AAAAAM3MzL6amZk+zczMvQAAAL/NzEw+zcxMvgAAAD/NzMw9mpmZvs3MzD4AAAAAzczMvpqZmT7NzMy9"
+    "AAAAv83MTD7NzEy+AAAAP83MzD2amZm+zczMPgAAAADNzMy+mpmZPs3MzL0AAAC/zcxMPs3MTL4AAAA/zczMPZqZmb7NzMw+AAAA"
+    "AM3MzL6amZk+zczMvQAAAL/NzEw+zcxMvgAAAD/NzMw9mpmZvs3MzD4AAAAAzczMvpqZmT7NzMy9AAAAv83MTD7NzEy+AAAAP83M"
+    "zD2amZm+zczMPgAAAADNzMy+mpmZPs3MzL0AAAC/zcxMPs3MTL4AAAA/zczMPZqZmb7NzMw+AAAAAM3MzL6amZk+zczMvQAAAL/N"
+    "zEw+zcxMvgAAAD/NzMw9mpmZvs3MzD4AAAAAzczMvpqZmT7NzMy9AAAAv83MTD7NzEy+AAAAP83MzD2amZm+zczMPgAAAADNzMy+"
+    "mpmZPs3MzL0AAAC/zcxMPs3MTL4AAAA/zczMPZqZmb7NzMw+KikICBABQgFiSiDNzEy+mpkZvs3MzL3NzEy9AAAAAM3MTD3NzMw9"
+    "mpkZPlobCgF4EhYKFAgBEhAKAggBCgIIAwoCCBAKAggQYhMKAXkSDgoMCAESCAoCCAEKAggIQgQKABAR"
+)
+PROBE_INPUT_SHAPE = (1, 3, 16, 16)
+
+
+def probe_input() -> np.ndarray:
+    return (np.linspace(-1.0, 1.0, int(np.prod(PROBE_INPUT_SHAPE)), dtype=np.float32)).reshape(PROBE_INPUT_SHAPE)
+
+
+def probe_reference(x: np.ndarray) -> np.ndarray:
+    """What the probe model computes, in numpy (the probe's answer must match it on every device)."""
+    w = ((np.arange(8 * 3 * 3 * 3) * 7 % 11) - 5).astype(np.float32).reshape(8, 3, 3, 3) / 10
+    b = (np.arange(8) - 4).astype(np.float32) / 20
+    padded = np.pad(x[0], ((0, 0), (1, 1), (1, 1)))
+    windows = np.lib.stride_tricks.sliding_window_view(padded, (3, 3), axis=(1, 2))  # 3, 16, 16, 3, 3
+    conv = np.einsum("chwij,ocij->ohw", windows, w) + b[:, None, None]
+    return np.maximum(conv, 0).mean(axis=(1, 2))[None].astype(np.float32)
+
+
+@dataclass
+class Step:
+    """One check on one device."""
+
+    check: str  # "strict session", "classifier", "chat"
+    device: str  # EP name ("" for machine-wide checks)
+    status: str  # "ok" | "fell back" | "failed" | "unavailable" | "skipped"
+    summary: str  # one line, plain words
+    seconds: float = 0.0
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status in {"ok", "fell back"}
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "check": self.check,
+            "device": self.device,
+            "status": self.status,
+            "summary": self.summary,
+            "seconds": round(self.seconds, 4),
+            "details": self.details,
+        }
+
+
+@dataclass
+class DoctorReport:
+    created: str
+    versions: dict[str, Any]
+    discovery: DiscoveryReport
+    steps: list[Step]
+    seconds: float = 0.0
+
+    def counts(self) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for step in self.steps:
+            found[step.status] = found.get(step.status, 0) + 1
+        return found
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "created": self.created,
+            "seconds": round(self.seconds, 2),
+            "versions": self.versions,
+            "devices": self.discovery.as_dict(),
+            "steps": [s.as_dict() for s in self.steps],
+            "counts": self.counts(),
+        }
+
+    def text(self) -> str:
+        v = self.versions
+        lines = [
+            f"NPU Studio doctor — {self.created}",
+            f"Machine: {v['platform']} ({v['machine']}), Python {v['python']}",
+            f"ONNX Runtime {v['onnxruntime']} ({v.get('onnxruntime_build', '')})",
+            "Providers in this build: " + ", ".join(self.discovery.available_providers),
+            "Packages: " + ", ".join(f"{k} {val or 'not installed'}" for k, val in v["packages"].items()),
+        ]
+        if v.get("qnn_sdk"):
+            lines.append(f"QNN SDK (from onnxruntime-qnn): {v['qnn_sdk']}")
+        if "compiled_cache" in v:
+            cached = v["compiled_cache"]
+            lines.append(
+                f"Compiled-model cache: {len(cached['entries'])} entries, {cached['bytes'] / 1e6:.1f} MB "
+                f"({cached['folder']})"
+            )
+        for plugin in self.discovery.plugins:
+            state = "registered" if plugin.registered else ("failed to load" if plugin.installed else "not installed")
+            lines.append(f"Plugin EP {plugin.package}: {state}" + (f" ({plugin.error})" if plugin.error else ""))
+        lines += ["", "Devices:"]
+        for d in self.discovery.devices:
+            mark = "✔" if d.usable else "✘"
+            extra = []
+            if d.ep_version:
+                extra.append(f"EP {d.ep_version}")
+            if d.driver_version:
+                extra.append(f"driver {d.driver_version}")
+            lines.append(f"  {mark} {d.type.value:<3} {d.title()}" + (f" — {', '.join(extra)}" if extra else ""))
+            if not d.usable:
+                lines.append(f"        unavailable: {d.reason}")
+        lines += ["", "Checks:"]
+        for s in self.steps:
+            where = short_ep_name(s.device) if s.device else "-"
+            lines.append(f"  [{s.status:^11}] {where:<9} {s.check:<16} {s.summary}")
+        counts = self.counts()
+        tally = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+        lines += ["", f"Summary: {tally} (in {self.seconds:.1f} s)."]
+        return "\n".join(lines) + "\n"
+
+
+ChatProbe = Callable[[Path, DeviceChoice, int], Step]
+Progress = Callable[[str], None]
+
+
+def _package_version(name: str) -> str:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return ""
+
+
+def collect_versions(report: DiscoveryReport) -> dict[str, Any]:
+    ort = runtime.ort()
+    build = ""
+    getter = getattr(ort, "get_build_info", None)
+    if callable(getter):
+        try:
+            build = str(getter())
+        except Exception as exc:  # informative only
+            build = f"unavailable ({exc})"
+    return {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "onnxruntime": runtime.version(),
+        "onnxruntime_build": build,
+        "packages": {name: _package_version(name) for name in PACKAGES},
+        "qnn_sdk": qnn_sdk_version(runtime.qnn_plugin()),
+        "drivers": {
+            f"{d.type.value} {d.ep}": d.driver_version for d in report.devices if d.driver_version
+        },
+        "ep_versions": {d.ep: d.ep_version for d in report.devices if d.ep_version},
+    }
+
+
+def _failed(check: str, ep: str, exc: BaseException, started: float) -> Step:
+    found = diagnose(exc, ep)
+    details: dict[str, Any] = {"error": found.error.message, "hint": found.error.hint, "code": found.code}
+    if found.native:
+        details["native"] = found.native[:2000]
+    log.warning("doctor: %s on %s failed: %s", check, ep, found.native or found.error.message)
+    return Step(check, ep, "failed", found.error.user_text(), time.perf_counter() - started, details)
+
+
+def strict_probe(ep: str, cache: CompiledModelCache | None, workdir: Path) -> Step:
+    """A strict session on `ep` with the probe model, its output compared with numpy."""
+    from engines.sessions import create_session
+
+    started = time.perf_counter()
+    model = workdir / "probe.onnx"
+    if not model.exists():
+        model.write_bytes(PROBE_MODEL)
+    choice = DeviceChoice(policy=Policy.CPU_ONLY) if ep == CPU_EP else DeviceChoice(ep=ep, strict=True)
+    try:
+        verified = create_session(model, choice, cache=cache)
+        x = probe_input()
+        run_started = time.perf_counter()
+        y = np.asarray(verified.session.run(None, {"x": x})[0])
+        run_ms = (time.perf_counter() - run_started) * 1000
+    except Exception as exc:
+        return _failed("strict session", ep, exc, started)
+    expected = probe_reference(x)
+    diff = float(np.max(np.abs(y - expected))) if y.shape == expected.shape else float("inf")
+    tolerance = 1e-4 if ep == CPU_EP else 2e-2  # the NPU may run in fp16
+    details: dict[str, Any] = {
+        "placement": verified.placement.as_dict(),
+        "create_ms": round(verified.create_seconds * 1000, 2),
+        "run_ms": round(run_ms, 3),
+        "max_abs_diff": diff,
+    }
+    if verified.cache is not None:
+        details["compiled_cache"] = verified.cache.as_dict()
+    if diff > tolerance:
+        summary = f"ran on {verified.placement.badge()} but the output is wrong (max diff {diff:.3g})"
+        return Step("strict session", ep, "failed", summary, time.perf_counter() - started, details)
+    summary = (
+        f"{verified.placement.badge()}; created in {verified.create_seconds * 1000:.0f} ms, ran in {run_ms:.2f} ms, "
+        f"output matches (max diff {diff:.1e})"
+    )
+    return Step("strict session", ep, "ok", summary, time.perf_counter() - started, details)
+
+
+def classifier_check(
+    folder: Path, ep: str, samples: Sequence[Path], cache: CompiledModelCache | None, runs: int = 20
+) -> Step:
+    """The demo classifier on `ep` (its QDQ variant for the NPU when there is one): first and cached
+    session creation, warm-up, median latency, and top-1 on the sample photos."""
+    from engines.sessions import SessionSettings, create_session
+    from engines.variants import resolve_variant
+    from engines.vision import ClassifierSpec, ImageClassifier
+
+    started = time.perf_counter()
+    choice = DeviceChoice(policy=Policy.CPU_ONLY) if ep == CPU_EP else DeviceChoice(ep=ep)
+    try:
+        chosen = resolve_variant(folder, choice, folder.parent)
+        spec = ClassifierSpec.from_folder(chosen)
+        settings = SessionSettings(quantized_model=spec.quantized)
+        first = create_session(spec.model_path, choice, settings, cache=cache)
+        details: dict[str, Any] = {
+            "model": chosen.name,
+            "placement": first.placement.as_dict(),
+            "first_create_s": round(first.create_seconds, 4),
+        }
+        if first.cache is not None:
+            details["compiled_cache_first"] = first.cache.as_dict()
+        if cache is not None and needs_cache(ep):
+            again = create_session(spec.model_path, choice, settings, cache=cache)
+            details["cached_create_s"] = round(again.create_seconds, 4)
+            if again.cache is not None:
+                details["compiled_cache_again"] = again.cache.as_dict()
+        classifier = ImageClassifier(spec, choice, settings, session=first)
+        details["warmup_ms"] = round(classifier.warmup_ms, 2)
+        top1 = {}
+        for photo in samples:
+            result = classifier.classify(photo, k=1)
+            top1[photo.name] = {"label": result.top[0].label, "p": round(result.top[0].probability, 4)}
+        latencies = []
+        if samples:
+            from engines.images import preprocess
+
+            tensor = preprocess(samples[0], spec.preprocess)[None]
+            for _ in range(max(1, runs)):
+                t = time.perf_counter()
+                classifier.infer(tensor)
+                latencies.append((time.perf_counter() - t) * 1000)
+    except Exception as exc:
+        return _failed("classifier", ep, exc, started)
+    median = statistics.median(latencies) if latencies else 0.0
+    details.update({"top1": top1, "median_ms": round(median, 3), "runs": len(latencies)})
+    status = "fell back" if first.placement.fell_back else "ok"
+    parts = [
+        f"{chosen.name} on {first.placement.badge()}",
+        f"session {first.create_seconds:.2f} s" + (
+            f" (cached: {details['cached_create_s']:.2f} s)" if "cached_create_s" in details else ""
+        ),
+        f"median {median:.1f} ms",
+    ]
+    if "coffee.png" in top1:
+        parts.append(f"coffee.png -> {top1['coffee.png']['label']} ({top1['coffee.png']['p']:.0%})")
+    return Step("classifier", ep, status, "; ".join(parts), time.perf_counter() - started, details)
+
+
+def chat_probe(folder: Path, choice: DeviceChoice, tokens: int) -> Step:
+    """A few chat tokens with engines.chat on the chosen device (load time, first token, tokens/s)."""
+    from engines.chat import ChatModel, ChatOptions
+
+    ep = choice.ep or CPU_EP
+    started = time.perf_counter()
+    try:
+        model = ChatModel.load(folder, choice)
+        load_s = time.perf_counter() - started
+        conversation = model.new_conversation("You are a helpful assistant.", ChatOptions(max_new_tokens=tokens))
+        pieces: list[str] = []
+        stats = conversation.send(CHAT_PROMPT, on_text=pieces.append)
+        conversation.close()
+    except Exception as exc:
+        return _failed("chat", ep, exc, started)
+    answer = "".join(pieces).strip()
+    details = {
+        "model": folder.name,
+        "load_s": round(load_s, 3),
+        "prompt": CHAT_PROMPT,
+        "answer": answer,
+        "stats": stats.as_dict(),
+    }
+    status = "fell back" if stats.fell_back else "ok"
+    summary = f"{folder.name} on {model.describe().split(' on ', 1)[-1]}: loaded in {load_s:.1f} s; {stats.summary()}"
+    if answer:
+        summary += f'; "{answer[:60]}"'
+    return Step("chat", ep, status, summary, time.perf_counter() - started, details)
+
+
+def _unavailable(device: Device) -> Step:
+    return Step("device", device.ep, "unavailable", device.reason or "not available on this machine")
+
+
+def run_doctor(
+    *,
+    classifier: Path | None,
+    chat_model: Path | None,
+    samples: Sequence[Path] = (),
+    cache_dir: Path | None = None,
+    chat: ChatProbe | None = chat_probe,
+    chat_tokens: int = 8,
+    runs: int = 20,
+    on_progress: Progress | None = None,
+) -> DoctorReport:
+    """Run every check; never raises for a failing device (failures are steps)."""
+    say = on_progress or (lambda text: None)
+    started = time.perf_counter()
+    created = time.strftime("%Y-%m-%d %H:%M:%S %z")
+    say("Looking for devices…")
+    report = discover()
+    versions = collect_versions(report)
+    steps: list[Step] = []
+    cache = CompiledModelCache(cache_dir) if cache_dir is not None else None
+    if cache is not None:
+        versions["compiled_cache"] = {
+            "folder": str(cache.root),
+            "entries": [e.as_dict() for e in cache.entries()],
+            "bytes": cache.total_bytes(),
+        }
+    seen: set[str] = set()
+    with tempfile.TemporaryDirectory(prefix="npu-studio-doctor-") as tmp:
+        for device in report.devices:
+            if device.ep in seen:
+                continue
+            seen.add(device.ep)
+            if not device.usable:
+                steps.append(_unavailable(device))
+                continue
+            name = short_ep_name(device.ep)
+            say(f"{name}: strict session on a tiny model…")
+            steps.append(strict_probe(device.ep, cache, Path(tmp)))
+            if classifier is None:
+                steps.append(Step("classifier", device.ep, "skipped", "the demo classifier is not installed"))
+            else:
+                say(f"{name}: demo classifier…")
+                steps.append(classifier_check(classifier, device.ep, samples, cache, runs))
+            if chat is None:
+                steps.append(Step("chat", device.ep, "skipped", "chat check turned off"))
+            elif chat_model is None:
+                steps.append(Step("chat", device.ep, "skipped", "the demo chat model is not installed"))
+            else:
+                say(f"{name}: a few chat tokens…")
+                choice = DeviceChoice(policy=Policy.CPU_ONLY) if device.ep == CPU_EP else DeviceChoice(ep=device.ep)
+                try:
+                    steps.append(chat(chat_model, choice, chat_tokens))
+                except Exception as exc:  # a probe must not stop the doctor
+                    steps.append(_failed("chat", device.ep, exc, time.perf_counter()))
+    return DoctorReport(created, versions, report, steps, time.perf_counter() - started)
+
+
+def _tail(path: Path, limit: int) -> bytes:
+    with open(path, "rb") as handle:
+        handle.seek(0, 2)
+        size = handle.tell()
+        handle.seek(max(0, size - limit))
+        return handle.read()
+
+
+def write_outputs(
+    report: DoctorReport, out_dir: Path, attachments: Mapping[str, Path] | None = None
+) -> tuple[Path, Path, Path]:
+    """report.txt, report.json and diagnostics.zip (both reports, versions, devices and `attachments`:
+    name in the zip -> file; logs are cut to their last MB). Returns the three paths."""
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        text_path = out_dir / "report.txt"
+        json_path = out_dir / "report.json"
+        zip_path = out_dir / "diagnostics.zip"
+        text = report.text()
+        data = json.dumps(report.as_dict(), indent=2, ensure_ascii=False, default=str)
+        text_path.write_text(text, encoding="utf-8")
+        json_path.write_text(data, encoding="utf-8")
+        tmp_zip = zip_path.with_suffix(".zip.tmp")
+        with zipfile.ZipFile(tmp_zip, "w", compression=zipfile.ZIP_DEFLATED) as bundle:
+            bundle.writestr("report.txt", text)
+            bundle.writestr("report.json", data)
+            bundle.writestr("versions.json", json.dumps(report.versions, indent=2, default=str))
+            bundle.writestr("devices.json", json.dumps(report.discovery.as_dict(), indent=2, default=str))
+            for name, path in sorted((attachments or {}).items()):
+                if path.is_file():
+                    bundle.writestr(name, _tail(path, LOG_TAIL_BYTES))
+        tmp_zip.replace(zip_path)
+    except OSError as exc:
+        raise StudioError(
+            f"The doctor report could not be written to {out_dir}: {exc.strerror or exc}.",
+            "Choose another folder with --out.",
+        ) from exc
+    return text_path, json_path, zip_path
