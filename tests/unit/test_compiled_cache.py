@@ -468,3 +468,29 @@ def test_native_errors_from_the_cached_path_are_explained(
     with pytest.raises(SessionCreationError) as info:
         open_npu(model, cache)
     assert "QNN error 5000" in info.value.message
+
+
+def test_the_cache_command_lists_and_clears(
+    fake: FakeQnnOrt, model: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from app import paths
+    from app.cli import run
+
+    monkeypatch.setenv("NPU_STUDIO_HOME", str(tmp_path / "home"))
+    cache = CompiledModelCache(paths.compiled_cache_dir())
+    assert run(["cache"]) == 0
+    assert "Empty." in capsys.readouterr().out
+    open_npu(model, cache)
+
+    assert run(["cache", "list"]) == 0
+    listing = capsys.readouterr().out
+    assert "- classifier.onnx for QNNExecutionProvider" in listing
+    assert "QNN SDK 2.51.0; ONNX Runtime 1.32.0; driver 30.0.140.1000" in listing
+    assert "1 compiled model(s)" in listing
+    assert run(["cache", "list", "--json"]) == 0
+    [entry] = json.loads(capsys.readouterr().out)["entries"]
+    assert entry["model"] == "classifier.onnx" and entry["options"] == {"session.graph_optimization": "all"}
+
+    assert run(["cache", "clear"]) == 0
+    assert capsys.readouterr().out.startswith("Removed 1 compiled model(s)")
+    assert cache.entries() == []
