@@ -270,15 +270,16 @@ class DeviceResult:
 
     @property
     def label(self) -> str:
-        """The device asked for, or where it went when it fell back ("GPU → CPU")."""
-        if self.fell_back and self.ran_on:
-            where = self.ran_on.split(" —", 1)[0]
-            return f"{self.device} → {where}"
-        return self.device
+        """The device asked for, and where it went when it fell back: "GPU → CPU", "NPU (split)"."""
+        if not self.fell_back or not self.ran_on:
+            return self.device
+        if self.ran_on.startswith("Split"):
+            return f"{self.device} (split)"
+        return f"{self.device} → {self.ran_on.split(' —', 1)[0]}"
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        data["samples_ms"] = [round(s, 4) for s in self.samples_ms]
+        data["samples_ms"] = list(self.samples_ms)
         data["notes"] = list(self.notes)
         if self.resources is not None:
             data["resources"]["cpu_percent_of_machine"] = self.resources.cpu_percent_of_machine
