@@ -5,6 +5,7 @@
     python installer/build.py stage --arch x64 [--payload frozen|wheels] [--models DIR]
     python installer/build.py msi   --arch x64 [--toolset wixl|wix] [--version 0.2.0]
     python installer/build.py wxs   --arch arm64 --schema v4      # write the WiX source only
+    python installer/build.py freeze-check   # any OS: freeze with the same spec, run the self-test
 
 `stage` fills build/installer/<arch>/payload:
 - frozen (Windows; the shipping MSIs): PyInstaller one-folder build of the app from installer/npu_studio.spec
@@ -414,29 +415,10 @@ def stage_frozen(arch: str, payload: Path, models_dir: Path, install: bool, icon
     if problems:
         raise BuildError(f"this environment's runtime set is wrong for {arch}: {'; '.join(problems)}")
     make_icon(icon)  # needs Pillow (and PySide6 for the SVG), installed just above
-    work = payload.parent / "pyinstaller"
-    env = {**os.environ, "NPU_STUDIO_MODELS_DIR": str(models_dir), "NPU_STUDIO_ICON": str(icon)}
-    with Timer("PyInstaller one-folder build"):
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "PyInstaller",
-                "--noconfirm",
-                "--clean",
-                "--distpath",
-                str(work / "dist"),
-                "--workpath",
-                str(work / "work"),
-                str(INSTALLER_DIR / "npu_studio.spec"),
-            ],
-            check=True,
-            env=env,
-            cwd=REPO,
-        )
+    frozen = run_pyinstaller(payload.parent / "pyinstaller", models_dir, icon)
     if payload.exists():
         shutil.rmtree(payload)
-    shutil.move(str(work / "dist" / "npu-studio"), str(payload))
+    shutil.move(str(frozen), str(payload))
     models = [p.name for p in model_folders(payload / "_internal" / "assets" / "models")]
     from importlib import metadata
 
@@ -455,6 +437,77 @@ def stage_frozen(arch: str, payload: Path, models_dir: Path, install: bool, icon
     }
     write_payload_info(payload, info)
     return info
+
+
+def run_pyinstaller(work: Path, models_dir: Path, icon: Path | None) -> Path:
+    """Freeze the app with installer/npu_studio.spec; returns the one-folder app directory."""
+    try:
+        import PyInstaller  # noqa: F401
+    except ImportError as exc:
+        raise BuildError("PyInstaller is not installed: pip install -r installer/requirements-build.txt") from exc
+    env = {**os.environ, "NPU_STUDIO_MODELS_DIR": str(models_dir), "NPU_STUDIO_ICON": str(icon or "")}
+    with Timer("PyInstaller one-folder build"):
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "PyInstaller",
+                "--noconfirm",
+                "--clean",
+                "--log-level",
+                "WARN",
+                "--distpath",
+                str(work / "dist"),
+                "--workpath",
+                str(work / "work"),
+                str(INSTALLER_DIR / "npu_studio.spec"),
+            ],
+            check=True,
+            env=env,
+            cwd=REPO,
+        )
+    return work / "dist" / "npu-studio"
+
+
+def freeze_check(work: Path, models_dir: Path) -> dict[str, object]:
+    """Freeze the app for *this* OS with the same spec and run the frozen app's self-test.
+
+    The MSI's frozen app is built on Windows; this catches spec problems (a module imported by name, a
+    missing data file, the bundled models' location) on any machine, headless.
+    """
+    import tempfile
+
+    app_dir = run_pyinstaller(work, models_dir, None)
+    suffix = ".exe" if sys.platform == "win32" else ""
+    report = work / "self-test.json"
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "NPU_STUDIO_HOME": tempfile.mkdtemp(prefix="npu-freeze-")}
+    env.pop("NPU_STUDIO_ASSETS", None)
+    env.pop("NPU_STUDIO_BUNDLED_MODELS", None)
+    with Timer("frozen app: npu-studio-cli devices --json"):
+        devices = subprocess.run(
+            [str(app_dir / f"npu-studio-cli{suffix}"), "devices", "--json"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+            check=False,
+        )
+    if devices.returncode != 0:
+        raise BuildError(f"the frozen app's `devices --json` failed: {devices.stderr.strip()[-1500:]}")
+    with Timer("frozen app: --self-test"):
+        proc = subprocess.run(
+            [str(app_dir / f"npu-studio{suffix}"), "--self-test", "--report", str(report)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=600,
+            check=False,
+        )
+    if proc.returncode != 0 or not report.is_file():
+        output = (proc.stdout + proc.stderr)[-2000:]
+        raise BuildError(f"the frozen app's self-test failed ({proc.returncode}): {output}")
+    result = json.loads(report.read_text(encoding="utf-8"))
+    return {"app": str(app_dir), "self_test_passed": result.get("passed"), "report": str(report)}
 
 
 def _installed(name: str) -> bool:
@@ -582,12 +635,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         p.add_argument("--out", type=Path, default=DIST_DIR, help="where the MSI goes (default dist/)")
         p.add_argument("--version", default=None, help="override pyproject's version (upgrade testing)")
+    p = sub.add_parser("freeze-check", help="freeze the app for this OS with the spec and run its self-test")
+    p.add_argument("--models", type=Path, default=REPO / "assets" / "models")
+    p.add_argument("--build-dir", type=Path, default=BUILD_DIR)
     p = sub.add_parser("wxs", help="write the WiX source for a staged payload")
     common(p)
     p.add_argument("--schema", choices=("v3", "v4"), required=True)
     p.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
 
+    if args.command == "freeze-check":
+        try:
+            log(f"freeze check: {json.dumps(freeze_check(args.build_dir / 'freeze-check', args.models))}")
+        except BuildError as exc:
+            print(f"installer/build.py: error: {exc}", file=sys.stderr)
+            return 2
+        except subprocess.CalledProcessError as exc:
+            print(f"installer/build.py: error: PyInstaller exited with {exc.returncode}", file=sys.stderr)
+            return 1
+        return 0
     payload = stage_dir_for(args.arch, args.build_dir)
     try:
         if args.command in ("stage", "all"):
