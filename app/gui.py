@@ -27,6 +27,7 @@ from PySide6.QtWidgets import QApplication, QMessageBox
 
 from app import __version__, paths
 from app.hosts import ChatHost, DevicesHost, VisionHost
+from app.models_host import ModelsHost, wire_models_view
 from app.settings import Settings, load_settings, save_settings
 from app.storage import ConversationStore
 from engines.errors import ModelError, StorageError, StudioError
@@ -36,6 +37,7 @@ from ui.classify_view import ClassifyView
 from ui.device_picker import DeviceChoiceModel
 from ui.devices_view import DevicesView
 from ui.main_window import MainWindow
+from ui.models_view import ModelsView
 from ui.theme import apply_theme
 
 log = logging.getLogger(__name__)
@@ -88,7 +90,8 @@ class Studio(QObject):
         self.devices = DevicesHost()
         self.vision = VisionHost(classifier_factory)
         self.chat = ChatHost(chat_loader)
-        self.hosts = (self.devices, self.vision, self.chat)
+        self.models = ModelsHost()
+        self.hosts = (self.devices, self.vision, self.chat, self.models)
 
         self.window = MainWindow(__version__)
         self.devices_view = DevicesView(self.choice_model)
@@ -103,7 +106,17 @@ class Studio(QObject):
         self.window.add_placeholder(
             "benchmark", "Benchmark", "benchmark", "Run the same model on every device, side by side. Coming soon."
         )
-        self.window.add_placeholder("models", "Models", "models", "Import and manage your own models. Coming soon.")
+        # Models: the library view and its host (app/models_host.py)
+        self.models_view = ModelsView(self.settings.allow_downloads)
+        self.window.add_view("models", "Models", "models", self.models_view)
+        wire_models_view(
+            self.models_view,
+            self.models,
+            downloads_allowed=lambda: self.settings.allow_downloads,
+            on_allow_downloads=self._on_allow_downloads,
+            set_status=lambda t: self.window.set_status("models", t),
+        )
+        self.window.view_changed.connect(lambda key: self.models.refresh() if key == "models" else None)
         self.window.add_placeholder("settings", "Settings", "settings", "Theme, folders and diagnostics. Coming soon.")
         for notice in (settings_notice, store_notice):
             if notice:
@@ -307,6 +320,10 @@ class Studio(QObject):
     def _on_chat_settings(self, prompt: str, options: dict[str, Any]) -> None:
         self.settings.system_prompt = prompt
         self.settings.chat_options = dict(options)
+        self.schedule_save()
+
+    def _on_allow_downloads(self, allowed: bool) -> None:
+        self.settings.allow_downloads = allowed
         self.schedule_save()
 
     def _on_view_changed(self, key: str) -> None:
