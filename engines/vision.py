@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 _FLOAT_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
 # EPs whose memory is not the CPU's (or that pin host buffers): IOBinding with reused buffers pays.
 # Not the CPU EP: tests/bench/bench_iobinding.py measured bound (reused output OrtValue) vs plain `run`
-# on EfficientNet-Lite0 at 0.994x (batch 1) and 0.999x (batch 8), i.e. no gain, because the input is
+# on EfficientNet-Lite0 at 0.99-1.01x (batch 1) and 1.00-1.02x (batch 8), i.e. no gain, because the input is
 # already in the CPU EP's memory and the output is only 1000 floats per image. With DirectML the output
 # would otherwise be copied back and freshly allocated each call; with QNN the HTP reads host buffers.
 IOBINDING_EPS = {"DmlExecutionProvider", "QNNExecutionProvider", "CUDAExecutionProvider", "WebGpuExecutionProvider"}
