@@ -132,12 +132,15 @@ TARGETS: dict[str, Target] = {
     ),
 }
 
-# Python versions each target is checked with by default: 3.12 is what the Windows builds use.
-DEFAULT_PYTHONS: dict[str, tuple[str, ...]] = {
-    "win_arm64": ("3.12", "3.11"),
-    "win_amd64": ("3.12", "3.11"),
+# Python versions each target must resolve for: 3.12 is what the Windows MSIs ship, 3.11 the oldest the
+# project supports on Linux.
+REQUIRED_PYTHONS: dict[str, tuple[str, ...]] = {
+    "win_arm64": ("3.12",),
+    "win_amd64": ("3.12",),
     "linux_x86_64": ("3.11",),
 }
+# Also reported, without failing the check: whether Windows could use 3.11 as well.
+INFO_PYTHONS: dict[str, tuple[str, ...]] = {"win_arm64": ("3.11",), "win_amd64": ("3.11",)}
 
 
 class ResolutionError(Exception):
@@ -370,33 +373,55 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--json", action="store_true", help="print the resolutions as JSON")
     parser.add_argument("--target", action="append", choices=sorted(TARGETS), help="limit to these targets")
-    parser.add_argument("--python-version", action="append", help="python versions to check (default per target)")
+    parser.add_argument(
+        "--python-version", action="append", help="python versions to check (default: required + informational)"
+    )
     args = parser.parse_args(argv)
-    results: list[Resolution] = []
-    errors: list[str] = []
+    plan: list[tuple[str, str, bool]] = []  # (target, python, required)
     for name in args.target or list(TARGETS):
-        for version in args.python_version or DEFAULT_PYTHONS[name]:
-            try:
-                results.append(resolve(name, version))
-            except ResolutionError as exc:
-                errors.append(str(exc))
-                if exc.registry_unreachable:
-                    print(f"resolve: {exc}", file=sys.stderr)
-                    return 3
+        if args.python_version:
+            plan.extend((name, version, True) for version in args.python_version)
+        else:
+            plan.extend((name, version, True) for version in REQUIRED_PYTHONS[name])
+            plan.extend((name, version, False) for version in INFO_PYTHONS.get(name, ()))
+    results: list[tuple[Resolution, bool]] = []
+    errors: list[str] = []
+    notes: list[str] = []
+    for name, version, required in plan:
+        try:
+            res = resolve(name, version)
+        except ResolutionError as exc:
+            if exc.registry_unreachable:
+                print(f"resolve: {exc}", file=sys.stderr)
+                return 3
+            (errors if required else notes).append(str(exc))
+            continue
+        results.append((res, required))
+        if not required and not res.ok:
+            notes.append(f"{name} (python {version}): {'; '.join(res.problems)}")
+    failed = bool(errors) or any(required and not res.ok for res, required in results)
     if args.json:
         json.dump(
-            {"host": platform.platform(), "resolutions": [r.to_json() for r in results], "errors": errors},
+            {
+                "host": platform.platform(),
+                "ok": not failed,
+                "resolutions": [{**res.to_json(), "required": required} for res, required in results],
+                "errors": errors,
+                "notes": notes,
+            },
             sys.stdout,
             indent=2,
         )
         sys.stdout.write("\n")
     else:
-        for res in results:
-            print(_format_table(res))
+        for res, required in results:
+            print(_format_table(res).replace(":", " (informational):", 1) if not required else _format_table(res))
             print()
         for error in errors:
             print(f"error: {error}")
-    return 0 if not errors and all(r.ok for r in results) else 1
+        for note in notes:
+            print(f"note (informational, does not fail the check): {note}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
