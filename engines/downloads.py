@@ -243,8 +243,14 @@ def _quiet_hub() -> None:
     "agent harness" list from huggingface.co (huggingface_hub 2.x) whatever endpoint the download uses: a
     request the user did not ask for, to a host they may not have chosen."""
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
-    import huggingface_hub.constants
-
+    try:
+        import huggingface_hub.constants
+    except ImportError:
+        raise DownloadError(
+            "Downloads need the huggingface-hub package, which this installation does not include.",
+            'Install it with `pip install "npu-studio[downloads]"`, or import a model you already have with '
+            "`npu-studio models import PATH`.",
+        ) from None
     huggingface_hub.constants.HF_HUB_DISABLE_TELEMETRY = True
 
 

@@ -376,6 +376,18 @@ def test_forbidden_downloads_touch_nothing(hub: tuple[FakeHub, str], user: Path,
     assert state.log == [] and list(user.iterdir()) == []
 
 
+def test_without_huggingface_hub_downloads_say_what_to_install(
+    user: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # as if the package were not installed
+    monkeypatch.setitem(sys.modules, "huggingface_hub.constants", None)
+    with pytest.raises(DownloadError, match=r"need the huggingface-hub package.*npu-studio\[downloads\]"):
+        download_model(_entry(tmp_path), user, allowed=True, endpoint="http://127.0.0.1:9")
+    assert list(user.iterdir()) == []
+
+
 def test_an_unknown_repository_is_a_clear_error(hub: tuple[FakeHub, str], user: Path, tmp_path: Path) -> None:
     _state, endpoint = hub
     with pytest.raises(DownloadError, match="not found on the Hub"):
