@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from engines import runtime
+from engines.compiled_cache import CompiledModelCache, ProgressCallback
 from engines.errors import CancelledError, InputContractError, ModelError, StudioError
 from engines.images import Preprocess, preprocess
 from engines.model_safety import inspect_onnx, safe_child
@@ -215,13 +216,16 @@ class ImageClassifier:
         warmup: bool = True,
         max_batch: int = 8,
         session: VerifiedSession | None = None,
+        cache: CompiledModelCache | None = None,
+        on_progress: ProgressCallback | None = None,
     ) -> None:
         self.spec = spec
         self.choice = choice
         settings = settings or SessionSettings(quantized_model=spec.quantized)
         if session is None:
             inspect_onnx(spec.model_path, spec.declared_bytes)  # before any native code sees the file
-        self.verified = session or create_session(spec.model_path, choice, settings)
+            session = create_session(spec.model_path, choice, settings, cache=cache, on_progress=on_progress)
+        self.verified = session
         self.session = self.verified.session
         self.contract = check_contract(self.session, spec)
         self.max_batch = 1 if self.contract.fixed_batch == 1 else max(1, max_batch)

@@ -57,24 +57,53 @@ def expand_images(items: list[str]) -> list[Path]:
 
 
 def run(args: argparse.Namespace) -> int:
+    import sys
+
     from app.cli import print_json
+    from engines.compiled_cache import CompiledModelCache
+    from engines.devices import discover
     from engines.errors import StudioError
+    from engines.retry import FallbackRunner, accept_first
     from engines.sessions import SessionSettings
-    from engines.types import DeviceChoice
+    from engines.types import DeviceChoice, DeviceType
+    from engines.variants import resolve_variant
     from engines.vision import ClassifierSpec, ImageClassifier
 
     if args.top_k < 1:
         raise StudioError("--top-k must be at least 1.")
     choice = DeviceChoice.parse(args.device, strict=args.strict)
-    spec = ClassifierSpec.from_folder(model_folder(args.model))
+    report = discover()
+    folder = model_folder(args.model)
+    npu_available = bool(report.usable(DeviceType.NPU))
+    if npu_available and not (args.model and Path(args.model).is_dir()):
+        # The NPU wants quantized models: prefer the model's QDQ variant there (not on a CPU fallback,
+        # where QDQ runs slower than float).
+        folder = resolve_variant(
+            folder, choice, [paths.user_models_dir(), paths.bundled_models_dir()], npu_available=True
+        )
+    spec = ClassifierSpec.from_folder(folder)
     images = expand_images(args.images)
     settings = SessionSettings(intra_op_threads=args.threads, quantized_model=spec.quantized)
-    classifier = ImageClassifier(spec, choice, settings)
-    placement = classifier.placement
+    cache = CompiledModelCache(paths.compiled_cache_dir())
+
+    def progress(message: str) -> None:
+        if not args.json:
+            print(message, file=sys.stderr)
+
+    def make(device: DeviceChoice) -> ImageClassifier:
+        return ImageClassifier(spec, device, settings, cache=cache, on_progress=progress)
+
+    # A device that fails mid-run (GPU removed, NPU out of memory) is marked unusable and the work moves
+    # to the next device, unless strict mode says it must run where it was asked.
+    runner = FallbackRunner(make, choice, report=report, ask=None if args.strict else accept_first)
     if len(images) == 1:
-        results = [classifier.classify(images[0], k=args.top_k)]
+        results = [runner.run(lambda clf: clf.classify(images[0], k=args.top_k))]
     else:
-        results = classifier.classify_many(images, k=args.top_k)
+        results = runner.run(lambda clf: clf.classify_many(images, k=args.top_k))
+    classifier = runner.session
+    placement = classifier.placement
+    for notice in runner.notices():
+        print(f"npu-studio: {notice}", file=sys.stderr)
     failed = [r for r in results if r.error]
     if args.json:
         print_json(
@@ -82,7 +111,10 @@ def run(args: argparse.Namespace) -> int:
                 "model": spec.name,
                 "device": choice.describe(),
                 "placement": placement.as_dict(),
+                "model_folder": str(folder),
                 "session_seconds": classifier.verified.create_seconds,
+                "compiled_cache": classifier.verified.cache.as_dict() if classifier.verified.cache else None,
+                "device_switches": runner.notices(),
                 "results": [r.as_dict() for r in results],
             }
         )

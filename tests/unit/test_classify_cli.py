@@ -1,0 +1,121 @@
+"""The classify command on a fake Snapdragon: the NPU gets the QDQ variant, a lost device moves to the CPU."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from app.cli import run
+from engines import devices, runtime
+from engines.retry import HEALTH
+from tests.unit.fake_ort import directml_laptop, snapdragon
+from tests.unit.tiny_models import colour_classifier
+
+
+@pytest.fixture
+def library(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    root = tmp_path / "bundled"
+    colour_classifier(root / "colours")
+    qdq = colour_classifier(root / "colours-qdq")
+    manifest = json.loads((qdq / "manifest.json").read_text())
+    manifest.update(precision="qdq-a16w8", devices=["npu"], source={"derived_from": "colours"})
+    (qdq / "manifest.json").write_text(json.dumps(manifest))
+    monkeypatch.setenv("NPU_STUDIO_BUNDLED_MODELS", str(root))
+    yield root
+    runtime.use_fake(None)
+    devices.reset_registrations()
+    HEALTH.reset()
+
+
+def _photo(tmp_path: Path) -> Path:
+    path = tmp_path / "red.png"
+    Image.new("RGB", (32, 32), (240, 0, 0)).save(path)
+    return path
+
+
+def test_npu_choice_on_a_machine_with_an_npu_loads_the_qdq_variant(
+    library: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = snapdragon(
+        graph_ops=("GlobalAveragePool", "Flatten", "Gemm"),
+        supported_ops={"CPUExecutionProvider": None, "QNNExecutionProvider": {"GlobalAveragePool", "Flatten", "Gemm"}},
+    )
+    # The fake runs no maths: answer like the real model would for a red photo.
+    monkeypatch.setattr(
+        "engines.vision.ImageClassifier.infer",
+        lambda self, batch: __import__("numpy").tile([[5.0, 0.0, 0.0, 0.0]], (batch.shape[0], 1)),
+    )
+    monkeypatch.setattr("engines.vision.check_contract", _fake_contract)
+    monkeypatch.setattr("engines.vision.IOBINDING_EPS", set())
+    runtime.use_fake(fake)
+    devices.reset_registrations()
+    code = run(["classify", str(_photo(tmp_path)), "--device", "npu", "--model", "colours", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert out["model"] == "colours-qdq"
+    assert out["placement"]["nodes_per_ep"] == {"QNNExecutionProvider": 3}
+    assert out["results"][0]["top"][0]["label"] == "red"
+    assert Path(fake.sessions[-1].path).parent.name == "colours-qdq"
+
+
+def test_a_gpu_lost_mid_run_moves_the_work_to_the_cpu_and_says_so(
+    library: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import numpy as np
+
+    def infer(self: object, batch: np.ndarray) -> np.ndarray:
+        if self.placement.primary_ep == "DmlExecutionProvider":  # type: ignore[attr-defined]
+            raise RuntimeError("DirectML: DXGI_ERROR_DEVICE_REMOVED (0x887A0005)")
+        return np.tile([[5.0, 0.0, 0.0, 0.0]], (batch.shape[0], 1))
+
+    monkeypatch.setattr("engines.vision.ImageClassifier.infer", infer)
+    monkeypatch.setattr("engines.vision.check_contract", _fake_contract)
+    monkeypatch.setattr("engines.vision.ImageClassifier._warmup", lambda self: 0.0)
+    monkeypatch.setattr("engines.vision.IOBINDING_EPS", set())
+    runtime.use_fake(directml_laptop(graph_ops=("GlobalAveragePool", "Flatten", "Gemm")))
+    code = run(["classify", str(_photo(tmp_path)), "--device", "gpu", "--model", "colours", "--json"])
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    assert code == 0
+    assert out["placement"]["active_eps"] == ["CPUExecutionProvider"]
+    assert out["results"][0]["top"][0]["label"] == "red"
+    assert "0x887A0005" in " ".join(out["device_switches"])
+    assert "0x887A0005" in captured.err
+    assert HEALTH.is_failed("DmlExecutionProvider")
+    # Strict mode does not move: the user said it must run on the GPU.
+    HEALTH.reset()
+    runtime.use_fake(directml_laptop(graph_ops=("GlobalAveragePool", "Flatten", "Gemm")))
+    code = run(["classify", str(_photo(tmp_path)), "--device", "gpu", "--strict", "--model", "colours"])
+    assert code == 2
+    assert "0x887A0005" in capsys.readouterr().err
+
+
+def _fake_contract(session: object, spec: object) -> object:
+    from engines.vision import _Contract
+
+    return _Contract("pixels", "scores", __import__("numpy").float32, None)
+
+
+def test_without_an_npu_the_float_model_runs_on_the_cpu(
+    library: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = run(["classify", str(_photo(tmp_path)), "--device", "npu", "--model", "colours", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert out["model"] == "colours"
+    assert out["placement"]["fell_back"] is True
+    assert out["results"][0]["top"][0]["label"] == "red"
+
+
+def test_a_model_folder_path_is_used_as_given(
+    library: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    copy = tmp_path / "mine"
+    shutil.copytree(library / "colours", copy)
+    assert run(["classify", str(_photo(tmp_path)), "--model", str(copy), "--json", "--device", "cpu"]) == 0
+    assert json.loads(capsys.readouterr().out)["model_folder"] == str(copy)
