@@ -91,3 +91,24 @@ def test_an_imported_copy_of_the_demo_chat_model_can_chat(demo_chat_model: Path,
     assert "KV cache 377.5 MB for 8,192 tokens" in fit.stdout
     assert cli("models", "remove", "my-smollm").returncode == 0
     assert not folder.exists()
+
+
+def test_an_imported_onnx_classifier_classifies_through_the_cli(
+    demo_classifier: Path, samples: Path, tmp_path: Path
+) -> None:
+    src = tmp_path / "from-elsewhere"
+    src.mkdir()
+    shutil.copy(demo_classifier / "model.onnx", src / "effnet.onnx")
+    shutil.copy(demo_classifier / "labels.txt", src / "classes.txt")
+    result = cli("models", "import", str(src / "effnet.onnx"), "--labels", str(src / "classes.txt"),
+                 "--mean", "127", "127", "127", "--std", "128", "128", "128", "--resize", "256", "--resample",
+                 "bicubic", "--licence", "Apache-2.0", "--json")
+    assert result.returncode == 0, result.stderr
+    imported = json.loads(result.stdout)
+    assert imported["name"] == "effnet" and imported["precision"] == "fp32"
+    spec = load_manifest(Path(imported["folder"]))["classifier"]
+    assert spec["input_size"] == [224, 224] and spec["layout"] == "NCHW" and spec["output_kind"] == "logits"
+    assert spec["num_classes"] == 1000 and spec["input"] == "input" and spec["output"] == "logits"
+    answer = cli("classify", str(samples / "coffee.png"), "--model", "effnet", "--device", "cpu", "--json")
+    assert answer.returncode == 0, answer.stderr
+    assert json.loads(answer.stdout)["results"][0]["top"][0]["label"] == "espresso"
