@@ -252,6 +252,9 @@ def _quiet_hub() -> None:
             "`npu-studio models import PATH`.",
         ) from None
     huggingface_hub.constants.HF_HUB_DISABLE_TELEMETRY = True
+    # Cancel is checked once per chunk: 1 MiB keeps it prompt on a slow link (the default is 10 MB).
+    constants = huggingface_hub.constants
+    constants.DOWNLOAD_CHUNK_SIZE = min(constants.DOWNLOAD_CHUNK_SIZE, _CHUNK)
 
 
 def list_remote_files(entry: CatalogEntry, endpoint: str) -> list[RemoteFile]:

@@ -320,12 +320,14 @@ class ModelsView(QWidget):
             self.banners.show_message(snapshot.catalog_error, severity="warning")
         self._selection_changed()
 
-    def set_busy(self, busy: bool, text: str = "") -> None:
+    def set_busy(self, busy: bool, text: str = "", cancellable: bool = True) -> None:
         self.busy = busy
         if busy:
             self.spinner.start()
             self.progress_label.setText(text)
             self.progress_bar.setRange(0, 0)
+            self.progress_bar.setFormat("")
+            self.cancel_button.setVisible(cancellable)
             self.progress_row.show()
         else:
             self.spinner.stop()
@@ -464,7 +466,7 @@ class ModelsView(QWidget):
     def _verify(self) -> None:
         name = self.selected_name()
         if name:
-            self.set_busy(True, f"Re-hashing {name}…")
+            self.set_busy(True, f"Re-hashing {name}…", cancellable=False)
             self.verify_requested.emit(name)
 
     def _remove(self) -> None:
@@ -473,7 +475,7 @@ class ModelsView(QWidget):
             return
         if self.confirm(f"Remove {entry.display_name}?",
                         f"This deletes {entry.folder} ({format_bytes(entry.size_bytes)}) from your library."):
-            self.set_busy(True, f"Removing {entry.name}…")
+            self.set_busy(True, f"Removing {entry.name}…", cancellable=False)
             self.remove_requested.emit(entry.name)
 
     def _download(self) -> None:

@@ -12,6 +12,7 @@ import pytest
 
 from app.models_host import LibraryPlaces, ModelsHost, wire_models_view
 from engines.manifest import file_entry, list_model_files
+from tests.unit.fake_hub import serve, write_catalog
 from tests.unit.netguard import loopback_only
 from tests.unit.tiny_models import colour_classifier
 from ui.models_view import ModelsView
@@ -39,8 +40,12 @@ def setup(qtbot: Any, places: LibraryPlaces) -> Iterator[tuple[ModelsView, Model
     view = ModelsView(False)
     qtbot.addWidget(view)
     setting = {"allow": False}
-    wire_models_view(view, host, downloads_allowed=lambda: setting["allow"],
-                     on_allow_downloads=lambda allowed: setting.update(allow=allowed))
+    wire_models_view(
+        view,
+        host,
+        downloads_allowed=lambda: setting["allow"],
+        on_allow_downloads=lambda allowed: setting.update(allow=allowed),
+    )
     with loopback_only() as blocked:
         yield view, host, setting
     assert host.shutdown(), "the models host did not stop"
@@ -134,3 +139,57 @@ def test_downloads_stay_off_until_allowed(qtbot: Any, setup: Any) -> None:
     view.allow_box.setChecked(True)
     assert setting["allow"] is True
     assert view.download_button.isEnabled() and not view.offline_note.isVisibleTo(view)
+
+
+@pytest.fixture
+def hub_places(tmp_path: Path, tiny_llm: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, LibraryPlaces]]:
+    import huggingface_hub.constants as hf_constants
+
+    monkeypatch.setattr(hf_constants, "DOWNLOAD_CHUNK_SIZE", 64 * 1024)
+    (tmp_path / "user").mkdir()
+    with serve(tiny_llm) as (state, endpoint):
+        monkeypatch.setenv("HF_ENDPOINT", endpoint)
+        yield state, LibraryPlaces(tmp_path / "none", tmp_path / "user", write_catalog(tmp_path))
+
+
+def _download_setup(qtbot: Any, places: LibraryPlaces) -> tuple[ModelsView, ModelsHost]:
+    host = ModelsHost(places)
+    view = ModelsView(True)
+    qtbot.addWidget(view)
+    wire_models_view(
+        view, host, downloads_allowed=lambda: view.allow_box.isChecked(), on_allow_downloads=lambda _allowed: None
+    )
+    _refresh(qtbot, view, host)
+    view.catalog_table.selectRow(0)
+    return view, host
+
+
+def test_download_from_the_catalog_with_progress(qtbot: Any, hub_places: Any) -> None:
+    _state, places = hub_places
+    with loopback_only() as blocked:
+        view, host = _download_setup(qtbot, places)
+        updates: list[tuple[int, int]] = []
+        host.progress.connect(lambda _what, done, total: updates.append((done, total)))
+        with qtbot.waitSignals([host.downloaded, host.listed], order="strict", timeout=TIMEOUT):
+            view.download_button.click()
+        assert host.shutdown()
+    assert not blocked
+    assert updates and updates[-1][0] == updates[-1][1] > 10_000_000
+    assert [view.table.item(r, 0).text() for r in range(view.table.rowCount())] == ["tiny-chat-cpu"]
+    assert view.catalog_table.item(0, 6).text() == "Installed"
+    assert any(m.startswith("Downloaded Tiny chat (CPU)") for m in view.banners.messages())
+
+
+def test_cancel_a_download_from_the_view_keeps_it_resumable(qtbot: Any, hub_places: Any) -> None:
+    state, places = hub_places
+    state.pause = 0.01  # a slow link: the download is still running when Cancel is pressed
+    with loopback_only() as blocked:
+        view, host = _download_setup(qtbot, places)
+        host.progress.connect(lambda _what, done, _total: view.cancel_button.click() if done > 2_000_000 else None)
+        with qtbot.waitSignals([host.cancelled, host.listed], order="strict", timeout=TIMEOUT):
+            view.download_button.click()
+        assert host.shutdown()
+    assert not blocked
+    assert any("cancelled" in m and "resumes" in m for m in view.banners.messages())
+    assert view.catalog_table.item(0, 6).text().startswith("Partial (")
+    assert view.table.rowCount() == 0 and not view.busy
