@@ -508,3 +508,47 @@ def test_offline_restage_uses_only_the_cache(real: Built, tmp_path: Path) -> Non
     }
     with pytest.raises(build.BuildError, match="--offline"):
         build.stage_wheels("x64", tmp_path / "p2", tmp_path, "3.12", tmp_path / "empty-cache", offline=True)
+
+
+# ---- the real ARM64 payload (staged here; its MSI is built on Windows with WiX v4+) --------------------------------
+
+
+@pytest.fixture(scope="module")
+def real_arm64(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("real-arm64")
+    payload = root / "arm64" / "payload"
+    try:
+        build.stage_wheels("arm64", payload, make_fake_models(root), "3.12", build.default_cache_dir())
+    except build.BuildError:
+        reachable, why = resolve.registry_reachable()
+        if not reachable:
+            pytest.skip(f"package index unreachable and the wheels are not cached yet: {why}")
+        raise
+    return payload
+
+
+def test_real_arm64_payload_has_the_qnn_runtime_set(real_arm64: Path) -> None:
+    site = real_arm64 / "_internal" / "site-packages"
+    dist_infos = {p.name.split("-")[0].lower() for p in site.glob("*.dist-info")}
+    assert {"onnxruntime", "onnxruntime_qnn", "onnxruntime_genai", "pyside6_essentials"} <= dist_infos
+    assert not dist_infos & {"onnxruntime_directml", "onnxruntime_genai_directml", "onnxruntime_windowsml"}
+    assert (site / "onnxruntime_qnn" / "onnxruntime_providers_qnn.dll").is_file()
+    assert (site / "onnxruntime_qnn" / "QnnHtp.dll").is_file()
+    assert not (site / "onnxruntime" / "capi" / "DirectML.dll").exists()
+    info = json.loads((real_arm64 / wix.PAYLOAD_INFO).read_text(encoding="utf-8"))
+    assert info["target"] == "win_arm64" and info["packages"]["onnxruntime-qnn"].startswith("2.")
+    stub = (real_arm64 / "npu-studio.cmd").read_text(encoding="ascii")
+    assert "-V:3.12-arm64" in stub
+
+
+def test_real_arm64_wix_v4_source_lists_every_file(real_arm64: Path, tmp_path: Path) -> None:
+    product = load_product()
+    icon = build.make_icon(tmp_path / "i.ico")
+    out = build.write_wxs(product, real_arm64, icon, "arm64", "v4", tmp_path / "npu-studio.v4.wxs")
+    root = ET.parse(out).getroot()
+    sources = {Path(f.get("Source", "")) for f in root.iter(V4 + "File")}
+    assert sources == {p.resolve() for p in payload_files(real_arm64).values()}
+    ids = [c.get("Id") for c in root.iter(V4 + "Component")]
+    assert len(ids) == len(set(ids))  # no identifier collisions across ~7,000 files
+    pkg = root.find(V4 + "Package")
+    assert pkg is not None and pkg.get("ProductCode") == product.product_code("arm64", "pystub")
