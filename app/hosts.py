@@ -10,14 +10,17 @@ that the main window never waits for ONNX Runtime.
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject, QThread, Signal, Slot
+from PySide6.QtCore import QCoreApplication, QObject, QThread, Signal, Slot
 
+from app.qtcompat import disconnect, emit, returns_borrowed_bool
 from engines.errors import CancelledError, GenerationError, StudioError
 from engines.types import CancelToken, Classification, DeviceChoice, DeviceType
 
@@ -77,6 +80,30 @@ class TextCoalescer:
             self._emit(text)
 
 
+# Native extension packages the workers share. Importing one of them from two threads at once can
+# hand one thread a partially initialised module ("cannot load module more than once per process",
+# numpy's "partially initialized module"): CPython's per-module import locks give up on what looks
+# like a deadlock between two packages importing each other's dependencies. So they are imported
+# one thread at a time, before a worker's first job.
+RUNTIME_MODULES = ("numpy", "PIL.Image", "onnxruntime")
+_import_lock = threading.Lock()
+
+
+def import_serialized(*modules: str) -> None:
+    """Import `modules` (default: RUNTIME_MODULES) holding the process-wide import lock."""
+    import importlib
+
+    wanted = [m for m in (modules or RUNTIME_MODULES) if m not in sys.modules]
+    if not wanted:
+        return
+    with _import_lock:
+        for module in wanted:
+            try:
+                importlib.import_module(module)
+            except ImportError as exc:  # reported by the job that needs it, with its own message
+                log.debug("could not import %s: %s", module, exc)
+
+
 class Worker(QObject):
     """Base worker: runs jobs with one error policy and a closing flag checked before each job."""
 
@@ -92,15 +119,16 @@ class Worker(QObject):
             log.debug("skipping %s: shutting down", name)
             return
         try:
+            import_serialized()
             job()
         except Exception as exc:  # every failure reaches the UI as a readable message
             if not isinstance(exc, StudioError):
                 log.exception("%s failed", name)
             else:
                 log.info("%s failed: %s", name, exc.user_text())
-            self.failed.emit(as_studio_error(exc))
+            emit(self.failed, as_studio_error(exc))
         finally:
-            self.status.emit("")
+            emit(self.status, "")
 
 
 class Host(QObject):
@@ -116,11 +144,13 @@ class Host(QObject):
 
     def __init__(self, worker: Worker, name: str, parent: QObject | None = None) -> None:
         super().__init__(parent)
+        returns_borrowed_bool()  # measured here, in the GUI thread, before any worker emits
         self.worker = worker
         self.qthread = QThread()
         self.qthread.setObjectName(name)
         worker.moveToThread(self.qthread)
-        self._token = CancelToken()
+        # Tokens of requests that may still be queued or running; cancel() cancels them all.
+        self._tokens: deque[CancelToken] = deque(maxlen=32)
         for signal in ("failed", "status", *self.RELAYED):
             getattr(worker, signal).connect(getattr(self, signal))
 
@@ -129,22 +159,30 @@ class Host(QObject):
             self.qthread.start()
 
     def new_token(self) -> CancelToken:
-        self._token = CancelToken()
-        return self._token
+        token = CancelToken()
+        self._tokens.append(token)
+        return token
 
     def cancel(self) -> None:
-        self._token.cancel()
+        """Cancel the running request and any queued behind it."""
+        while self._tokens:
+            self._tokens.popleft().cancel()
 
     def shutdown(self, timeout_ms: int = SHUTDOWN_TIMEOUT_MS) -> bool:
         """Cancel the current job, drop queued ones, stop the thread and wait. True when it stopped."""
         self.worker.closing.set()
         self.cancel()
-        if not self.qthread.isRunning():
-            return True
-        self.qthread.quit()
-        stopped = bool(self.qthread.wait(timeout_ms))
-        if not stopped:
-            log.warning("%s did not stop within %d ms", self.qthread.objectName(), timeout_ms)
+        # Nothing a worker says from now on is delivered: results posted to a GUI thread that no longer
+        # runs its event loop would be destroyed during interpreter shutdown, too late to do so safely.
+        for signal in ("failed", "status", *self.RELAYED):
+            disconnect(getattr(self.worker, signal), getattr(self, signal))
+        stopped = True
+        if self.qthread.isRunning():
+            self.qthread.quit()
+            stopped = bool(self.qthread.wait(timeout_ms))
+            if not stopped:
+                log.warning("%s did not stop within %d ms", self.qthread.objectName(), timeout_ms)
+        QCoreApplication.removePostedEvents(self)
         return stopped
 
 
@@ -159,10 +197,10 @@ class DevicesWorker(Worker):
     @Slot()
     def discover(self) -> None:
         def job() -> None:
-            self.status.emit("Loading ONNX Runtime and looking for devices…")
+            emit(self.status, "Loading ONNX Runtime and looking for devices…")
             from engines.devices import discover
 
-            self.devices_found.emit(discover())
+            emit(self.devices_found, discover())
 
         self.run_job("device discovery", job)
 
@@ -181,7 +219,7 @@ class DevicesHost(Host):
 
     def discover(self) -> None:
         self.start()
-        self._discover.emit()
+        emit(self._discover)
 
 
 # --------------------------------------------------------------------------------------------
@@ -212,7 +250,7 @@ class VisionWorker(Worker):
         key = (str(Path(folder).resolve()), choice)
         classifier = self._classifiers.get(key)
         if classifier is None:
-            self.status.emit(_loading_text(Path(folder).name, choice))
+            emit(self.status, _loading_text(Path(folder).name, choice))
             started = time.perf_counter()
             if self._factory is not None:
                 classifier = self._factory(Path(folder), choice)
@@ -222,7 +260,7 @@ class VisionWorker(Worker):
                 classifier = ImageClassifier.from_folder(folder, choice)
             self._classifiers[key] = classifier
             log.info("classifier %s ready on %s in %.2f s", folder, choice.describe(), time.perf_counter() - started)
-            self.model_loaded.emit(self._describe(classifier, folder), classifier.placement)
+            emit(self.model_loaded, self._describe(classifier, folder), classifier.placement)
         return classifier
 
     @staticmethod
@@ -243,27 +281,28 @@ class VisionWorker(Worker):
         def job() -> None:
             classifier = self._classifier(folder, choice)
             total = len(paths)
-            self.started.emit(total)
+            emit(self.started, total)
             done = 0
             started = time.perf_counter()
 
             def on_result(result: Classification) -> None:
                 nonlocal done
                 done += 1
-                self.classified.emit(result)
-                self.progress.emit(done, total)
+                emit(self.classified, result)
+                emit(self.progress, done, total)
 
             try:
                 results = classifier.classify_many(paths, k=k, cancel=cancel, on_result=on_result)
             except CancelledError:
-                self.cancelled.emit(done)
+                emit(self.cancelled, done)
                 return
-            self.finished.emit(
+            emit(
+                self.finished,
                 {
                     "count": len(results),
                     "errors": sum(1 for r in results if r.error),
                     "seconds": time.perf_counter() - started,
-                }
+                },
             )
 
         self.run_job("classification", job)
@@ -272,12 +311,12 @@ class VisionWorker(Worker):
     def classify_bytes(self, data: bytes, name: str, folder: str, choice: DeviceChoice, k: int) -> None:
         def job() -> None:
             classifier = self._classifier(folder, choice)
-            self.started.emit(1)
+            emit(self.started, 1)
             started = time.perf_counter()
             result = classifier.classify(data, k=k)
-            self.classified.emit(result)
-            self.progress.emit(1, 1)
-            self.finished.emit({"count": 1, "errors": 0, "seconds": time.perf_counter() - started, "name": name})
+            emit(self.classified, result)
+            emit(self.progress, 1, 1)
+            emit(self.finished, {"count": 1, "errors": 0, "seconds": time.perf_counter() - started, "name": name})
 
         self.run_job("classification", job)
 
@@ -308,16 +347,16 @@ class VisionHost(Host):
     def load(self, folder: str | Path, choice: DeviceChoice) -> None:
         """Create the session ahead of time (cached per model x device choice)."""
         self.start()
-        self._load.emit(str(folder), choice)
+        emit(self._load, str(folder), choice)
 
     def classify(self, paths: list[str], folder: str | Path, choice: DeviceChoice, k: int = 5) -> None:
         self.start()
-        self._classify.emit(list(paths), str(folder), choice, k, self.new_token())
+        emit(self._classify, list(paths), str(folder), choice, k, self.new_token())
 
     def classify_bytes(self, data: bytes, name: str, folder: str | Path, choice: DeviceChoice, k: int = 5) -> None:
         self.start()
         self.new_token()
-        self._classify_bytes.emit(bytes(data), name, str(folder), choice, k)
+        emit(self._classify_bytes, bytes(data), name, str(folder), choice, k)
 
 
 # --------------------------------------------------------------------------------------------
@@ -394,20 +433,21 @@ class ChatWorker(Worker):
         def job() -> None:
             key = (str(Path(folder).resolve()), choice)
             if key == self._model_key and self._model is not None:
-                self.model_loaded.emit(self._info)
+                emit(self.model_loaded, self._info)
                 return
-            self.status.emit(_loading_text(Path(folder).name, choice))
+            emit(self.status, _loading_text(Path(folder).name, choice))
             self._drop_model()
             started = time.perf_counter()
             if self._loader is not None:
                 model = self._loader(Path(folder), choice)
             else:
+                import_serialized("onnxruntime_genai")
                 from engines.chat import ChatModel
 
                 model = ChatModel.load(folder, choice)
             self._model, self._model_key = model, key
             self._info = model_info(model, folder) | {"load_seconds": time.perf_counter() - started}
-            self.model_loaded.emit(self._info)
+            emit(self.model_loaded, self._info)
 
         self.run_job("chat model load", job)
 
@@ -451,13 +491,13 @@ class ChatWorker(Worker):
         def job() -> None:
             options = _options(overrides)
             conversation = self._conversation(conversation_id, history, system_prompt, options)
-            self.generation_started.emit(conversation_id)
+            emit(self.generation_started, conversation_id)
 
-            def emit(piece: str) -> None:
+            def publish(piece: str) -> None:
                 self.updates += 1
-                self.text_generated.emit(piece)
+                emit(self.text_generated, piece)
 
-            coalescer = TextCoalescer(emit)
+            coalescer = TextCoalescer(publish)
             try:
                 if kind == "send":
                     stats = conversation.send(text, coalescer.push, cancel)
@@ -473,9 +513,9 @@ class ChatWorker(Worker):
             data["model"] = self._info.get("name", "")
             data["text"] = conversation.messages[-1].content if conversation.messages else ""
             if data.get("stop_reason") == "cancelled":
-                self.cancelled.emit(data)
+                emit(self.cancelled, data)
             else:
-                self.generation_finished.emit(data)
+                emit(self.generation_finished, data)
 
         self.run_job("chat generation", job)
 
@@ -511,7 +551,7 @@ class ChatHost(Host):
 
     def load(self, folder: str | Path, choice: DeviceChoice) -> None:
         self.start()
-        self._load.emit(str(folder), choice)
+        emit(self._load, str(folder), choice)
 
     def generate(
         self,
@@ -523,7 +563,7 @@ class ChatHost(Host):
         options: dict[str, Any],
     ) -> None:
         self.start()
-        self._generate.emit(kind, conversation_id, text, list(history), system_prompt, dict(options), self.new_token())
+        emit(self._generate, kind, conversation_id, text, list(history), system_prompt, dict(options), self.new_token())
 
     def send(
         self,
@@ -537,4 +577,4 @@ class ChatHost(Host):
 
     def forget(self, conversation_id: int) -> None:
         if self.qthread.isRunning():
-            self._forget.emit(conversation_id)
+            emit(self._forget, conversation_id)

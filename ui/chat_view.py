@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.qtcompat import emit
 from app.storage import DEFAULT_TITLE, Conversation, ConversationStore, Message
 from engines.errors import StudioError
 from engines.types import Placement, short_ep_name
@@ -221,9 +222,7 @@ class ChatView(QWidget):
             shortcut = QShortcut(QKeySequence(keys), self.input)
             shortcut.setContext(Qt.ShortcutContext.WidgetShortcut)
             shortcut.activated.connect(self._send_clicked)
-        escape = QShortcut(QKeySequence(Qt.Key.Key_Escape), self)
-        escape.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
-        escape.activated.connect(self.escape)
+        # Esc (stop, or leave edit mode) is a window-wide action: see escape().
 
     # --- conversations ----------------------------------------------------------------------------
     def refresh_list(self) -> None:
@@ -301,7 +300,7 @@ class ChatView(QWidget):
         except StudioError as exc:
             self.banners.show_error(exc)
             return
-        self.forget_requested.emit(conversation_id)
+        emit(self.forget_requested, conversation_id)
         if self.conversation is not None and self.conversation.id == conversation_id:
             self.conversation = None
             self.new_conversation()
@@ -445,7 +444,7 @@ class ChatView(QWidget):
         if self.generating:
             self.stop_button.setEnabled(False)
             self.stop_button.setText("Stopping…")
-            self.stop_requested.emit()
+            emit(self.stop_requested)
 
     def escape(self) -> None:
         if self.generating:
@@ -483,8 +482,14 @@ class ChatView(QWidget):
         self.answer_id = self.messages[-1].id
         self.answer_text = ""
         self._update_actions()
-        self.generate_requested.emit(
-            kind, self.conversation.id, text, history, self.panel.prompt(), self.panel.options()
+        emit(
+            self.generate_requested,
+            kind,
+            self.conversation.id,
+            text,
+            history,
+            self.panel.prompt(),
+            self.panel.options(),
         )
 
     # --- slots wired to the chat host -------------------------------------------------------------
@@ -660,4 +665,4 @@ class ChatView(QWidget):
                 self.conversation = self.store.get(self.conversation.id)
             except StudioError as exc:
                 self.banners.show_error(exc)
-        self.settings_changed.emit(prompt, self.panel.options())
+        emit(self.settings_changed, prompt, self.panel.options())

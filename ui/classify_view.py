@@ -12,6 +12,7 @@ from typing import Any
 from PySide6.QtCore import (
     QAbstractTableModel,
     QBuffer,
+    QByteArray,
     QIODevice,
     QModelIndex,
     QPersistentModelIndex,
@@ -19,7 +20,16 @@ from PySide6.QtCore import (
     Qt,
     Signal,
 )
-from PySide6.QtGui import QDragEnterEvent, QDragLeaveEvent, QDropEvent, QImage, QImageReader, QKeySequence, QPixmap
+from PySide6.QtGui import (
+    QDragEnterEvent,
+    QDragLeaveEvent,
+    QDropEvent,
+    QImage,
+    QImageReader,
+    QImageWriter,
+    QKeySequence,
+    QPixmap,
+)
 from PySide6.QtWidgets import (
     QApplication,
     QFileDialog,
@@ -37,6 +47,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.qtcompat import emit
 from engines.types import Classification, Placement
 from ui.device_picker import DeviceChoiceModel, DevicePicker
 from ui.icons import icon, pixmap
@@ -398,11 +409,13 @@ class ClassifyView(QWidget):
             return
         buffer = QBuffer()
         buffer.open(QIODevice.OpenModeFlag.WriteOnly)
-        image.save(buffer, b"PNG")
+        if not QImageWriter(buffer, QByteArray(b"PNG")).write(image):
+            self.banners.show_message("The pasted image could not be read.", "Copy it again, or save it as a file.")
+            return
         data = bytes(buffer.data().data())
         self._begin(1)
         self.drop_zone.show_image(image, name)
-        self.classify_image_requested.emit(data, name)
+        emit(self.classify_image_requested, data, name)
 
     def classify_paths(self, paths: Sequence[str]) -> None:
         """Classify files and folders (the entry point for open, drop and tests)."""
@@ -424,12 +437,12 @@ class ClassifyView(QWidget):
         else:
             self.drop_zone.show_placeholder()
             self.drop_zone.caption.setText(Path(files[0]).name)
-        self.classify_requested.emit(files)
+        emit(self.classify_requested, files)
 
     def cancel(self) -> None:
         if self.busy:
             self.status.setText("Cancelling…")
-            self.cancel_requested.emit()
+            emit(self.cancel_requested)
 
     # --- drag and drop ------------------------------------------------------------------------------
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:

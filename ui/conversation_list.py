@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.qtcompat import emit
 from app.storage import Conversation
 from ui.icons import icon
 from ui.theme import colors
@@ -164,16 +165,16 @@ class ConversationList(QWidget):
 
     def _current_changed(self, item: QListWidgetItem | None, _previous: QListWidgetItem | None) -> None:
         if item is not None and not self._filling:
-            self.selected.emit(int(item.data(ID_ROLE)))
+            emit(self.selected, int(item.data(ID_ROLE)))
 
     def _item_changed(self, item: QListWidgetItem) -> None:
         if not self._filling:
-            self.rename_requested.emit(int(item.data(ID_ROLE)), item.text())
+            emit(self.rename_requested, int(item.data(ID_ROLE)), item.text())
 
     def _delete_current(self) -> None:
         ident = self.current_id()
         if ident is not None:
-            self.delete_requested.emit(ident)
+            emit(self.delete_requested, ident)
 
     def _menu(self, pos: QPoint) -> None:
         item = self.list.itemAt(pos)
@@ -182,8 +183,8 @@ class ConversationList(QWidget):
         ident = int(item.data(ID_ROLE))
         menu = QMenu(self)
         menu.addAction(icon("edit"), "Rename", lambda: self.list.editItem(item))
-        menu.addAction(icon("export"), "Export as Markdown…", lambda: self.export_requested.emit(ident, "markdown"))
-        menu.addAction(icon("export"), "Export as JSON…", lambda: self.export_requested.emit(ident, "json"))
+        menu.addAction(icon("export"), "Export as Markdown…", lambda: emit(self.export_requested, ident, "markdown"))
+        menu.addAction(icon("export"), "Export as JSON…", lambda: emit(self.export_requested, ident, "json"))
         menu.addSeparator()
-        menu.addAction(icon("delete"), "Delete", lambda: self.delete_requested.emit(ident))
+        menu.addAction(icon("delete"), "Delete", lambda: emit(self.delete_requested, ident))
         menu.exec(self.list.viewport().mapToGlobal(pos))

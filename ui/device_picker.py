@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from PySide6.QtCore import QObject, QSignalBlocker, Signal
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QWidget
 
+from app.qtcompat import emit
 from engines.errors import StudioError
 from engines.types import Device, DeviceChoice, DeviceType, Policy, short_ep_name
 
@@ -50,16 +51,16 @@ class DeviceChoiceModel(QObject):
         text = self._valid(text)
         if text != self._text:
             self._text = text
-            self.changed.emit(self.choice())
+            emit(self.changed, self.choice())
 
     def set_strict(self, strict: bool) -> None:
         if strict != self._strict:
             self._strict = strict
-            self.changed.emit(self.choice())
+            emit(self.changed, self.choice())
 
     def set_devices(self, devices: Sequence[Device]) -> None:
         self._devices = tuple(devices)
-        self.devices_changed.emit()
+        emit(self.devices_changed)
 
     def has_usable(self, device_type: DeviceType) -> bool | None:
         """True/False once devices are known; None before discovery finished."""

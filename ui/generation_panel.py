@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.qtcompat import emit
 from ui.widgets import muted_label
 
 # Shown until the chat host reports the engine's own defaults (it does when the model loads).
@@ -130,7 +131,7 @@ class GenerationPanel(QWidget):
         """Emit a pending change now (before a send, or on close)."""
         if self._debounce.isActive():
             self._debounce.stop()
-            self.changed.emit()
+            emit(self.changed)
 
     # --- internals ------------------------------------------------------------------------------
     def _value(self, key: str) -> Any:

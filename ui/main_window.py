@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.qtcompat import emit
 from ui.icons import icon, pixmap
 from ui.theme import colors
 from ui.widgets import MARGIN, BannerArea, EmptyState, Spinner, muted_label
@@ -178,7 +179,7 @@ class MainWindow(QMainWindow):
     def _row_changed(self, row: int) -> None:
         if 0 <= row < len(self._views):
             self.stack.setCurrentWidget(self._views[row].widget)
-            self.view_changed.emit(self._views[row].key)
+            emit(self.view_changed, self._views[row].key)
 
     # --- status -----------------------------------------------------------------------------------
     def set_status(self, source: str, text: str) -> None:
@@ -202,11 +203,11 @@ class MainWindow(QMainWindow):
         super().showEvent(event)
         if not self._shown:
             self._shown = True
-            QTimer.singleShot(0, self.first_shown.emit)
+            QTimer.singleShot(0, lambda: emit(self.first_shown))
 
     def closeEvent(self, event: QCloseEvent) -> None:
         if self.close_guard is not None and not self.close_guard():
             event.ignore()
             return
-        self.closing.emit()
+        emit(self.closing)
         event.accept()

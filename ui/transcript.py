@@ -23,6 +23,7 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
+from app.qtcompat import emit
 from ui.theme import colors
 
 ACTION_SCHEME = "npu-action"
@@ -200,7 +201,7 @@ class Transcript(QTextBrowser):
             return
         action, _, key = url.path().partition("/")
         if key.lstrip("-").isdigit():
-            self.action_triggered.emit(action, int(key))
+            emit(self.action_triggered, action, int(key))
 
     def _at_end(self) -> bool:
         bar = self.verticalScrollBar()

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.qtcompat import emit
 from engines.errors import StudioError
 from ui.icons import icon, pixmap
 from ui.theme import colors
@@ -93,7 +94,7 @@ class Banner(QFrame):
 
     def dismiss(self) -> None:
         self.hide()
-        self.closed.emit()
+        emit(self.closed)
         self.deleteLater()
 
 

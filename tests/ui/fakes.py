@@ -1,0 +1,174 @@
+"""Fake engines at the host boundary: scripted chat answers and a deterministic classifier."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engines.errors import GenerationError
+from engines.types import CPU_EP, CancelToken, Classification, ClassScore, DeviceChoice, Placement
+
+
+@dataclass(frozen=True)
+class FakeStats:
+    generated_tokens: int
+    stop_reason: str
+    context_used: int
+    context_length: int = 2048
+    ep: str = CPU_EP
+    device: str = "CPU"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "prompt_tokens": 10,
+            "prefill_tokens": 10,
+            "generated_tokens": self.generated_tokens,
+            "time_to_first_token_s": 0.05,
+            "prefill_tokens_per_s": 200.0,
+            "decode_tokens_per_s": 100.0,
+            "total_s": 0.2,
+            "ep": self.ep,
+            "device": self.device,
+            "stop_reason": self.stop_reason,
+            "dropped_turns": 0,
+            "fell_back": False,
+            "fallback_reason": "",
+            "context_used": self.context_used,
+            "context_length": self.context_length,
+        }
+
+
+@dataclass(frozen=True)
+class FakeMessage:
+    role: str
+    content: str
+
+
+@dataclass
+class FakeConversation:
+    """Answers with a scripted list of pieces, one every `delay` seconds, honouring cancel."""
+
+    model: FakeChatModel
+    system_prompt: str
+    options: Any
+    messages: list[FakeMessage] = field(default_factory=list)
+    closed: bool = False
+
+    def set_system_prompt(self, text: str) -> None:
+        self.system_prompt = text
+
+    def set_options(self, options: Any) -> None:
+        self.options = options
+
+    def close(self) -> None:
+        self.closed = True
+
+    def _answer(self, on_text: Callable[[str], None] | None, cancel: CancelToken | None) -> FakeStats:
+        if self.model.error is not None:
+            raise self.model.error
+        pieces: list[str] = []
+        reason = "eos"
+        for piece in self.model.pieces:
+            if cancel is not None and cancel.cancelled:
+                reason = "cancelled"
+                break
+            if self.model.delay:
+                time.sleep(self.model.delay)
+            pieces.append(piece)
+            if on_text is not None:
+                on_text(piece)
+        self.messages.append(FakeMessage("assistant", "".join(pieces)))
+        return FakeStats(len(pieces), reason, context_used=sum(len(m.content) for m in self.messages))
+
+    def send(self, text: str, on_text: Any = None, cancel: CancelToken | None = None) -> FakeStats:
+        self.model.requests.append(("send", text, [(m.role, m.content) for m in self.messages]))
+        self.messages.append(FakeMessage("user", text))
+        return self._answer(on_text, cancel)
+
+    def regenerate(self, on_text: Any = None, cancel: CancelToken | None = None) -> FakeStats:
+        self.model.requests.append(("regenerate", "", [(m.role, m.content) for m in self.messages]))
+        if not self.messages or self.messages[-1].role != "assistant":
+            raise GenerationError("There is no answer to regenerate yet.")
+        self.messages.pop()
+        return self._answer(on_text, cancel)
+
+    def edit_last(self, text: str, on_text: Any = None, cancel: CancelToken | None = None) -> FakeStats:
+        self.model.requests.append(("edit", text, [(m.role, m.content) for m in self.messages]))
+        last_user = max(i for i, m in enumerate(self.messages) if m.role == "user")
+        del self.messages[last_user:]
+        self.messages.append(FakeMessage("user", text))
+        return self._answer(on_text, cancel)
+
+    def restore(self, messages: list[Any]) -> None:
+        self.model.restored += 1
+        self.messages = [FakeMessage(m.role, m.content) for m in messages]
+
+
+@dataclass
+class FakeChatModel:
+    pieces: list[str] = field(default_factory=lambda: ["Hello", ", ", "**world**", "!"])
+    delay: float = 0.0
+    error: BaseException | None = None
+    requests: list[tuple[str, str, list[tuple[str, str]]]] = field(default_factory=list)
+    restored: int = 0
+    ep: str = CPU_EP
+    device: str = "CPU"
+
+    @property
+    def placement(self) -> Placement:
+        return Placement("Automatic", (CPU_EP,), (CPU_EP,))
+
+    def context_window(self, options: Any) -> int:
+        return 2048
+
+    def describe(self) -> str:
+        return "fake on CPU"
+
+    def new_conversation(self, system_prompt: str = "", options: Any = None) -> FakeConversation:
+        return FakeConversation(self, system_prompt, options)
+
+
+class FakeClassifier:
+    """Slow, deterministic classifier for tests that need a batch to be in progress."""
+
+    def __init__(self, delay: float = 0.0) -> None:
+        self.delay = delay
+        self.placement = Placement("Automatic", (CPU_EP,), (CPU_EP,), ((CPU_EP, 12),))
+        self.calls = 0
+
+    def _result(self, path: str) -> Classification:
+        return Classification(
+            str(path), (ClassScore(0, "tabby", 0.9), ClassScore(1, "lynx", 0.1)), 1.0, 1.0, self.placement
+        )
+
+    def classify(self, source: Any, k: int = 5) -> Classification:
+        self.calls += 1
+        return self._result("<bytes>" if isinstance(source, bytes) else str(source))
+
+    def classify_many(
+        self, paths: list[str], k: int = 5, cancel: CancelToken | None = None, on_result: Any = None
+    ) -> list[Classification]:
+        from engines.errors import CancelledError
+
+        out = []
+        for path in paths:
+            if cancel is not None and cancel.cancelled:
+                raise CancelledError("Classification cancelled.")
+            if self.delay:
+                time.sleep(self.delay)
+            self.calls += 1
+            result = self._result(path)
+            out.append(result)
+            if on_result is not None:
+                on_result(result)
+        return out
+
+
+def loader_for(model: FakeChatModel) -> Callable[[Path, DeviceChoice], FakeChatModel]:
+    def load(folder: Path, choice: DeviceChoice) -> FakeChatModel:
+        return model
+
+    return load

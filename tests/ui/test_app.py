@@ -1,0 +1,308 @@
+"""The whole app (Studio: window, views, hosts, settings, store) driven like a user would."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PySide6.QtCore import Qt
+
+from app import paths
+from app.settings import load_settings
+from tests.ui.conftest import SAMPLES
+from tests.ui.fakes import FakeChatModel, FakeClassifier, loader_for
+
+TIMEOUT = 120_000
+
+
+def shown(studio: Any, qtbot: Any, view: str) -> None:
+    """Show the window on `view` and make it the active window (shortcuts go to the active window)."""
+    studio.show()
+    studio.window.show_view(view)
+    studio.window.activateWindow()
+    qtbot.waitUntil(studio.window.isActiveWindow)
+
+
+def test_window_has_every_view_and_shortcuts_switch_them(make_studio: Any, qtbot: Any) -> None:
+    studio = make_studio(chat_loader=loader_for(FakeChatModel()))
+    studio.show()
+    studio.window.activateWindow()
+    qtbot.waitUntil(studio.window.isActiveWindow)  # shortcuts go to the active window
+    assert studio.window.view_keys()[:3] == ["devices", "classify", "chat"]
+    assert {"benchmark", "models", "settings"} <= set(studio.window.view_keys())
+    qtbot.keyClick(studio.window, Qt.Key.Key_2, Qt.KeyboardModifier.ControlModifier)
+    assert studio.window.current_view() == "classify"
+    qtbot.keyClick(studio.window, Qt.Key.Key_3, Qt.KeyboardModifier.ControlModifier)
+    assert studio.window.current_view() == "chat"
+    qtbot.keyClick(studio.window, Qt.Key.Key_N, Qt.KeyboardModifier.ControlModifier)
+    assert studio.window.current_view() == "chat" and studio.chat_view.conversation is None
+
+
+def test_devices_are_shown(make_studio: Any, qtbot: Any) -> None:
+    studio = make_studio()
+    studio.show()
+    qtbot.waitUntil(lambda: bool(studio.devices_view.devices), timeout=TIMEOUT)
+    view = studio.devices_view
+    cpu_cards = [c for c in view.cards if c.device.type.value == "CPU"]
+    assert cpu_cards and cpu_cards[0].badge.text() == "Usable"
+    if not any(d.usable and d.type.value == "NPU" for d in view.devices):
+        assert view.npu_notice is not None  # "No NPU found on this machine — here is why"
+    assert "ONNX Runtime" in view.summary.text()
+    assert "usable" in studio.window.device_label.text()
+
+
+def test_startup_shows_the_window_before_onnxruntime_loads(tmp_path: Path) -> None:
+    """In a fresh process: the window is shown before onnxruntime is imported (the workers load it)."""
+    import os
+    import subprocess
+
+    probe = tmp_path / "probe.json"
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", NPU_STUDIO_STARTUP_PROBE=str(probe))
+    done = subprocess.run([sys.executable, "-m", "app"], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    state = json.loads(probe.read_text())
+    assert state["runtime_loaded_at_show"] is False
+
+
+def test_classify_end_to_end_on_a_real_photo(make_studio: Any, qtbot: Any, demo_classifier: Path) -> None:
+    studio = make_studio()
+    studio.window.show_view("classify")
+    view = studio.classify_view
+    view.classify_paths([str(SAMPLES / "chelsea.png")])
+    assert view.busy and view.spinner.running
+    qtbot.waitUntil(lambda: not view.busy, timeout=TIMEOUT)
+    assert view.results.results and not view.results.results[0].error
+    scores = view.bars.scores()
+    assert len(scores) == 5 and scores[0][1].endswith("%")
+    assert any(word in view.result_title.text() for word in ("cat", "tabby"))
+    assert view.placement_badge.text().startswith("CPU — all ") and view.placement_badge.property("badge") == "ok"
+    assert "Inference" in view.latency.text() and " ms" in view.latency.text()
+    assert view.drop_zone.has_image()
+
+
+def test_a_bad_image_shows_an_error_banner(make_studio: Any, qtbot: Any, demo_classifier: Path, tmp_path: Path) -> None:
+    studio = make_studio()
+    bad = tmp_path / "holiday.jpg"
+    bad.write_text("this is not a photo")
+    view = studio.classify_view
+    view.classify_paths([str(bad)])
+    qtbot.waitUntil(lambda: not view.busy, timeout=TIMEOUT)
+    messages = view.banners.messages()
+    assert messages == ["Could not classify holiday.jpg."]
+    assert view.banners.isVisibleTo(view)
+    # the view is usable again
+    view.classify_paths([str(SAMPLES / "coffee.png")])
+    qtbot.waitUntil(lambda: not view.busy, timeout=TIMEOUT)
+    assert "espresso" in view.result_title.text()
+    assert view.banners.messages() == []
+
+
+def test_a_missing_model_is_explained(make_studio: Any, qtbot: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    studio = make_studio()
+    studio.settings.classifier = "no-such-model"
+    studio.classify_view.classify_paths([str(SAMPLES / "chelsea.png")])
+    assert not studio.classify_view.busy
+    assert "is not installed" in studio.classify_view.banners.messages()[0]
+
+
+def test_batch_with_progress_cancel_and_csv(make_studio: Any, qtbot: Any, tmp_path: Path) -> None:
+    classifier = FakeClassifier(delay=0.03)
+    studio = make_studio(classifier_factory=lambda folder, choice: classifier)
+    shown(studio, qtbot, "classify")
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    for i in range(40):
+        (folder / f"p{i:02d}.png").write_bytes((SAMPLES / "chelsea.png").read_bytes())
+    (folder / "notes.txt").write_text("skipped: not an image")
+    view = studio.classify_view
+    view.classify_paths([str(folder)])
+    assert view.progress.isVisibleTo(view) and view.cancel_button.isVisibleTo(view)
+    assert view.progress.maximum() == 40
+    qtbot.waitUntil(lambda: view.progress.value() >= 3, timeout=TIMEOUT)
+    qtbot.keyClick(studio.window, Qt.Key.Key_Escape)
+    qtbot.waitUntil(lambda: not view.busy, timeout=TIMEOUT)
+    assert view.status.text().startswith("Cancelled after")
+    done = len(view.results.results)
+    assert 3 <= done < 40 and view.results.rowCount() == done
+    out = tmp_path / "results.csv"
+    view.export_csv(out)
+    rows = out.read_text(encoding="utf-8").splitlines()
+    assert rows[0].startswith("path,label_1,probability_1") and len(rows) == done + 1
+    assert "tabby" in rows[1]
+
+
+def test_chat_streams_and_stores_the_answer(make_studio: Any, qtbot: Any) -> None:
+    model = FakeChatModel(pieces=["Here is code:\n\n", "```python\n", "print('hi')\n", "```\n"], delay=0.01)
+    studio = make_studio(chat_loader=loader_for(model))
+    studio.chat.load("fake-model", studio.choice_model.choice())
+    view = studio.chat_view
+    qtbot.waitUntil(lambda: view.model_info.get("name") == "fake-model", timeout=TIMEOUT)
+    assert view.model_badge.text() == "fake-model · CPU"
+    shown(studio, qtbot, "chat")
+    view.input.setFocus()
+    view.input.setPlainText("Show me code")
+    qtbot.keyClick(view.input, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+    assert view.generating and view.input.toPlainText() == ""
+    qtbot.waitUntil(lambda: not view.generating, timeout=TIMEOUT)
+    answer = view.messages[-1]
+    assert answer.text == "".join(model.pieces)
+    stored = studio.store.messages(answer.conversation_id)
+    assert [m.role for m in stored] == ["user", "assistant"]
+    assert stored[1].model == "fake-model" and stored[1].ep == "CPUExecutionProvider" and stored[1].device == "CPU"
+    assert stored[1].stop_reason == "eos" and stored[1].stats["decode_tokens_per_s"] == 100.0
+    text = view.transcript.plain_text()
+    assert "print('hi')" in text and "```" not in text  # rendered as Markdown, not shown raw
+    assert "first token 50 ms" in text and "100.0 tok/s" in text
+    assert view.context_label.text().startswith("Context: ")
+    assert studio.store.list()[0].title == "Show me code"
+
+
+def test_stop_regenerate_edit(make_studio: Any, qtbot: Any) -> None:
+    model = FakeChatModel(pieces=["word "] * 400, delay=0.005)
+    studio = make_studio(chat_loader=loader_for(model))
+    shown(studio, qtbot, "chat")
+    studio.chat.load("fake-model", studio.choice_model.choice())
+    view = studio.chat_view
+    qtbot.waitUntil(lambda: bool(view.model_info), timeout=TIMEOUT)
+    assert view.send_text("Talk for a while")
+    qtbot.waitUntil(lambda: len(view.answer_text) > 20, timeout=TIMEOUT)
+    assert view.stop_button.isVisibleTo(view)
+    qtbot.keyClick(studio.window, Qt.Key.Key_Escape)
+    qtbot.waitUntil(lambda: not view.generating, timeout=TIMEOUT)
+    stopped = view.messages[-1]
+    assert stopped.stop_reason == "cancelled" and 0 < len(stopped.text) < 2000
+    assert "Stopped" in view.transcript.plain_text()
+
+    model.pieces, model.delay = ["A fresh answer."], 0.0
+    view.regenerate()
+    qtbot.waitUntil(lambda: not view.generating, timeout=TIMEOUT)
+    assert [m.text for m in view.messages] == ["Talk for a while", "A fresh answer."]
+    assert model.requests[-1][0] == "regenerate"
+
+    view.begin_edit()
+    assert view.input.toPlainText() == "Talk for a while" and view.send_button.text() == "Resend"
+    assert view.send_text("Say one word")
+    qtbot.waitUntil(lambda: not view.generating, timeout=TIMEOUT)
+    assert [m.text for m in view.messages] == ["Say one word", "A fresh answer."]
+    assert model.requests[-1][:2] == ("edit", "Say one word")
+    stored = studio.store.messages(view.conversation.id)
+    assert [m.text for m in stored] == ["Say one word", "A fresh answer."]
+
+
+def test_conversations_new_rename_search_delete_export(make_studio: Any, qtbot: Any, tmp_path: Path) -> None:
+    studio = make_studio(chat_loader=loader_for(FakeChatModel()))
+    studio.chat.load("fake-model", studio.choice_model.choice())
+    view = studio.chat_view
+    qtbot.waitUntil(lambda: bool(view.model_info), timeout=TIMEOUT)
+    for text in ("About cats", "About rockets"):
+        view.new_conversation()
+        assert view.send_text(text)
+        qtbot.waitUntil(lambda: not view.generating, timeout=TIMEOUT)
+    assert view.conversations.titles() == ["About rockets", "About cats"]
+    first = view.conversations.ids()[1]
+    view.rename_conversation(first, "Cats, renamed")
+    assert "Cats, renamed" in view.conversations.titles()
+    view.conversations.search.setText("rocket")
+    assert view.conversations.titles() == ["About rockets"]
+    view.conversations.search.setText("")
+    view.open_conversation(first)
+    assert view.title.text() == "Cats, renamed" and "About cats" in view.transcript.plain_text()
+    md, js = tmp_path / "c.md", tmp_path / "c.json"
+    assert view.export_to(first, "markdown", md) and view.export_to(first, "json", js)
+    assert "About cats" in md.read_text() and json.loads(js.read_text())["messages"][0]["text"] == "About cats"
+    view.delete_conversation(first, confirm=False)
+    assert view.conversations.titles() == ["About rockets"] and view.conversation is None
+
+
+def test_resuming_a_stored_conversation_gives_the_engine_its_history(make_studio: Any, qtbot: Any) -> None:
+    model = FakeChatModel()
+    studio = make_studio(chat_loader=loader_for(model))
+    conversation = studio.store.create("Earlier", model="fake-model")
+    studio.store.add_message(conversation.id, "user", "First question")
+    studio.store.add_message(conversation.id, "assistant", "First answer", stop_reason="eos")
+    studio.chat.load("fake-model", studio.choice_model.choice())
+    view = studio.chat_view
+    view.refresh_list()
+    view.open_conversation(conversation.id)
+    assert view.send_text("Second question")
+    qtbot.waitUntil(lambda: not view.generating, timeout=TIMEOUT)
+    assert model.requests[-1] == (
+        "send",
+        "Second question",
+        [("user", "First question"), ("assistant", "First answer")],
+    )
+
+
+def test_closing_mid_generation_keeps_the_partial_answer(make_studio: Any, qtbot: Any) -> None:
+    model = FakeChatModel(pieces=["token "] * 5000, delay=0.005)
+    studio = make_studio(chat_loader=loader_for(model))
+    studio.show()
+    studio.chat.load("fake-model", studio.choice_model.choice())
+    view = studio.chat_view
+    qtbot.waitUntil(lambda: bool(view.model_info), timeout=TIMEOUT)
+    assert view.send_text("Never stop")
+    qtbot.waitUntil(lambda: len(view.answer_text) > 30, timeout=TIMEOUT)
+    answer_id = view.answer_id
+    studio.window.close()  # first the engine is told to stop; the window closes once it has
+    qtbot.waitUntil(lambda: not studio.window.isVisible(), timeout=TIMEOUT)
+    assert studio.shutdown()
+    from app.storage import ConversationStore
+
+    reopened = ConversationStore(paths.data_dir() / "conversations.db")
+    answer = next(m for m in reopened.messages(view.conversation.id) if m.id == answer_id)
+    reopened.close()
+    assert answer.stop_reason == "cancelled"
+    assert answer.text.startswith("token token") and len(answer.text) < len("token ") * 5000
+    settings, _ = load_settings()
+    assert settings.window_geometry  # saved on close
+
+
+def test_closing_mid_batch_does_not_crash(make_studio: Any, qtbot: Any) -> None:
+    classifier = FakeClassifier(delay=0.05)
+    studio = make_studio(classifier_factory=lambda folder, choice: classifier)
+    studio.show()
+    studio.classify_view.classify_paths([str(SAMPLES / "chelsea.png")] * 50)
+    qtbot.waitUntil(lambda: classifier.calls >= 2, timeout=TIMEOUT)
+    studio.window.close()
+    qtbot.waitUntil(lambda: not studio.window.isVisible(), timeout=TIMEOUT)
+    assert studio.shutdown()
+    assert classifier.calls < 50
+
+
+def test_device_choice_is_shared_and_persisted(make_studio: Any, qtbot: Any) -> None:
+    studio = make_studio()
+    studio.devices_view.picker.combo.setCurrentIndex(studio.devices_view.picker.combo.findData("cpu"))
+    studio.devices_view.picker.strict.setChecked(True)
+    for picker in (studio.classify_view.picker, studio.chat_view.picker):
+        assert picker.combo.currentData() == "cpu" and picker.strict.isChecked()
+    assert studio.save_settings()
+    settings, notice = load_settings()
+    assert (settings.device, settings.strict, notice) == ("cpu", True, None)
+
+
+@pytest.mark.allow_warnings("settings")
+def test_a_corrupt_settings_file_means_defaults_and_a_notice(make_studio: Any) -> None:
+    path = paths.config_dir() / "settings.json"
+    path.write_text("{ this is not json", encoding="utf-8")
+    studio = make_studio()
+    assert studio.settings.device == "auto"
+    notices = studio.window.banners.messages()
+    assert len(notices) == 1 and "settings" in notices[0].lower()
+    assert list(path.parent.glob("settings.json.bad-*"))
+
+
+def test_window_geometry_and_view_are_restored(make_studio: Any, qtbot: Any) -> None:
+    studio = make_studio()
+    studio.show()
+    studio.window.resize(1100, 700)
+    studio.window.show_view("chat")
+    studio.window.close()
+    qtbot.waitUntil(lambda: not studio.window.isVisible(), timeout=TIMEOUT)
+    again = make_studio()
+    assert again.window.current_view() == "chat"
+    # restoreGeometry() fits the window to the screen (the offscreen screen is 800 px wide), so check
+    # the saved geometry and the dimension that fits.
+    assert again.settings.window_geometry and again.window.size().height() == 700

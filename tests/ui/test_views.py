@@ -1,0 +1,188 @@
+"""Views on their own (no engines): devices cards and the empty NPU state, the shared picker, the
+transcript's Markdown, banners, the generation panel and dark mode."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtWidgets import QApplication
+
+from engines.errors import ImageError
+from engines.types import CPU_EP, Device, DeviceType, Placement
+from ui.classify_view import ClassifyView, placement_badge_kind
+from ui.device_picker import DeviceChoiceModel, DevicePicker
+from ui.devices_view import DevicesView
+from ui.generation_panel import GenerationPanel
+from ui.theme import DARK, LIGHT, apply_theme
+from ui.transcript import Entry, Transcript
+from ui.widgets import BannerArea
+
+NPU = Device("QNNExecutionProvider", DeviceType.NPU, "Qualcomm", False, reason="No Snapdragon NPU driver.")
+CPU = Device(CPU_EP, DeviceType.CPU, "AMD", True, ep_vendor="Microsoft", ep_version="1.32.0")
+SNAPDRAGON = Device("QNNExecutionProvider", DeviceType.NPU, "Qualcomm", True, ep_version="2.7.0")
+
+
+def test_devices_view_explains_a_missing_npu(qtbot: Any) -> None:
+    view = DevicesView(DeviceChoiceModel())
+    qtbot.addWidget(view)
+    view.show_loading()
+    assert view.spinner.running and not view.refresh_button.isEnabled()
+    view.show_devices([CPU, NPU], {"onnxruntime": "1.32.0", "platform": "linux-x86_64", "providers": "CPU"})
+    assert not view.spinner.running
+    assert view.npu_notice is not None
+    texts = [w.text() for w in view.npu_notice.findChildren(type(view.summary))]
+    assert "No NPU found on this machine — here is why" in texts
+    assert "No Snapdragon NPU driver." in texts
+    assert [c.device.ep for c in view.cards] == [CPU_EP]  # the NPU is explained once, in the notice
+    assert "1 usable of 2" in view.summary.text()
+
+
+def test_devices_view_with_an_npu_shows_its_card(qtbot: Any) -> None:
+    view = DevicesView(DeviceChoiceModel())
+    qtbot.addWidget(view)
+    view.show_devices([SNAPDRAGON, CPU], {"onnxruntime": "1.32.0"})
+    assert view.npu_notice is None
+    assert [c.badge.text() for c in view.cards] == ["Usable", "Usable"]
+
+
+def test_devices_view_shows_a_discovery_failure(qtbot: Any) -> None:
+    view = DevicesView(DeviceChoiceModel())
+    qtbot.addWidget(view)
+    view.show_error(ImageError("ONNX Runtime could not be loaded.", "Reinstall NPU Studio."))
+    assert view.banners.messages() == ["ONNX Runtime could not be loaded."]
+    assert view.refresh_button.isEnabled()
+
+
+def test_one_device_choice_shared_by_every_picker(qtbot: Any) -> None:
+    model = DeviceChoiceModel("gpu", strict=False)
+    first, second = DevicePicker(model), DevicePicker(model, compact=True)
+    qtbot.addWidget(first)
+    qtbot.addWidget(second)
+    changes: list[Any] = []
+    model.changed.connect(changes.append)
+    first.combo.setCurrentIndex(first.combo.findData("npu"))
+    second.strict.setChecked(True)
+    assert second.combo.currentData() == "npu" and first.strict.isChecked()
+    assert [c.describe() for c in changes] == ["NPU", "NPU (strict)"]
+    model.set_devices([CPU, NPU])
+    assert "not found" in first.combo.itemText(first.combo.findData("npu"))
+    assert first.combo.findData(CPU_EP) >= 0  # an explicit EP for each usable device
+    assert first.combo.currentData() == "npu"
+
+
+def test_unknown_device_text_falls_back_to_auto() -> None:
+    assert DeviceChoiceModel("warp-drive").text == "auto"
+
+
+def test_transcript_renders_markdown_and_streams_in_place(qtbot: Any) -> None:
+    view = Transcript()
+    qtbot.addWidget(view)
+    view.append_entry(Entry(1, "user", "Write *code*"))
+    view.append_entry(Entry(2, "assistant", "", state="streaming"))
+    assert "Thinking…" in view.plain_text()
+    for text in ("Sure:", "Sure:\n\n```python\nx = 1", "Sure:\n\n```python\nx = 1\n```\n\n**done**"):
+        view.update_last(Entry(2, "assistant", text, state="streaming"))
+    view.update_last(Entry(2, "assistant", text, footer="12 tokens", actions=("copy", "regenerate")))
+    plain = view.plain_text()
+    assert "Write *code*" in plain  # a user's text is shown as typed
+    assert "x = 1" in plain and "```" not in plain and "**" not in plain
+    assert plain.count("Assistant") == 1 and "12 tokens" in plain and "Regenerate" in plain
+    actions: list[tuple[str, int]] = []
+    view.action_triggered.connect(lambda a, k: actions.append((a, k)))
+    from PySide6.QtCore import QUrl
+
+    view.anchorClicked.emit(QUrl("npu-action:copy/2"))
+    assert actions == [("copy", 2)]
+
+
+def test_banners_deduplicate_and_dismiss(qtbot: Any) -> None:
+    area = BannerArea()
+    qtbot.addWidget(area)
+    area.show_message("Disk full.", "Free some space.", "error")
+    area.show_message("Disk full.", "Free some space.", "error")
+    assert area.messages() == ["Disk full."]
+    area.show_message("Other", severity="warning")
+    area.clear()
+    assert area.messages() == []
+
+
+def test_generation_panel_keeps_only_overrides(qtbot: Any) -> None:
+    panel = GenerationPanel()
+    qtbot.addWidget(panel)
+    panel.set_defaults(
+        {
+            "max_new_tokens": 200,
+            "temperature": 0.7,
+            "top_p": 0.9,
+            "top_k": 40,
+            "repetition_penalty": 1.1,
+            "do_sample": False,
+        }
+    )
+    assert not panel.temperature.isEnabled()  # greedy: sampling settings do not apply
+    panel.max_new_tokens.setValue(64)
+    panel.do_sample.setChecked(True)
+    assert panel.temperature.isEnabled()
+    with qtbot.waitSignal(panel.changed, timeout=2000):
+        panel.temperature.setValue(1.0)
+    assert panel.options() == {"max_new_tokens": 64, "do_sample": True, "temperature": 1.0}
+    panel.max_new_tokens.setValue(200)
+    assert "max_new_tokens" not in panel.options()
+    panel.reset()
+    assert panel.options() == {}
+
+
+def test_placement_badge_kinds() -> None:
+    full = Placement("NPU", ("QNNExecutionProvider",), ("QNNExecutionProvider",), (("QNNExecutionProvider", 120),))
+    fell = Placement("NPU", ("QNNExecutionProvider",), (CPU_EP,), ((CPU_EP, 120),), fell_back=True, reason="no NPU")
+    split = Placement(
+        "NPU",
+        ("QNNExecutionProvider",),
+        ("QNNExecutionProvider", CPU_EP),
+        (("QNNExecutionProvider", 100), (CPU_EP, 20)),
+    )
+    assert (full.badge(), placement_badge_kind(full)) == ("QNN — all 120 nodes", "ok")
+    assert (fell.badge(), placement_badge_kind(fell)) == ("Fell back to CPU: no NPU", "warn")
+    assert placement_badge_kind(split) == "info"
+
+
+def test_classify_view_refuses_an_empty_choice(qtbot: Any, tmp_path: Any) -> None:
+    view = ClassifyView(DeviceChoiceModel())
+    qtbot.addWidget(view)
+    requests: list[Any] = []
+    view.classify_requested.connect(requests.append)
+    (tmp_path / "readme.txt").write_text("no photos here")
+    view.classify_paths([str(tmp_path)])
+    assert requests == [] and view.banners.messages() == ["No photos to classify."]
+
+
+def test_paste_without_an_image_says_so(qtbot: Any) -> None:
+    view = ClassifyView(DeviceChoiceModel())
+    qtbot.addWidget(view)
+    QApplication.clipboard().setText("just text")
+    view.paste()
+    assert view.banners.messages() == ["The clipboard holds no image."]
+
+
+def test_paste_an_image_sends_its_bytes(qtbot: Any) -> None:
+    from PySide6.QtGui import QColor, QImage
+
+    view = ClassifyView(DeviceChoiceModel())
+    qtbot.addWidget(view)
+    image = QImage(64, 48, QImage.Format.Format_RGB32)
+    image.fill(QColor("orange"))
+    QApplication.clipboard().setImage(image)
+    with qtbot.waitSignal(view.classify_image_requested, timeout=2000) as sent:
+        view.paste()
+    data, name = sent.args
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and name == "Pasted image" and view.busy
+
+
+def test_dark_palette(qtbot: Any) -> None:
+    app = QApplication.instance()
+    assert isinstance(app, QApplication)
+    try:
+        assert apply_theme(app, "dark") is DARK
+        assert app.palette().window().color().name() == DARK.window
+    finally:
+        assert apply_theme(app, "light") is LIGHT
