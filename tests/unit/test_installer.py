@@ -44,7 +44,9 @@ def _require_tools() -> None:
 
 
 def msi_table(msi: Path, table: str) -> list[dict[str, str]]:
-    out = subprocess.run(["msiinfo", "export", str(msi), table], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["msiinfo", "export", str(msi), table], capture_output=True, text=True, check=True, cwd=msi.parent
+    ).stdout
     lines = out.split("\r\n") if "\r\n" in out else out.split("\n")
     columns = lines[0].split("\t")
     return [dict(zip(columns, line.split("\t"), strict=False)) for line in lines[3:] if line]
