@@ -558,7 +558,10 @@ def build_msi_wixl(product: Product, payload: Path, icon: Path, arch: str, out_d
     # wixl schedules RemoveExistingProducts after InstallFinalize and ignores MajorUpgrade/@Schedule;
     # move it right after InstallValidate, as WiX v4's afterInstallValidate does.
     query = "UPDATE `InstallExecuteSequence` SET `Sequence` = 1401 WHERE `Action` = 'RemoveExistingProducts'"
-    proc = subprocess.run(["msibuild", str(out), "-q", query], capture_output=True, text=True, check=False)
+    # msibuild writes the binary streams it touches into its working folder: keep them beside the MSI.
+    proc = subprocess.run(
+        ["msibuild", str(out), "-q", query], capture_output=True, text=True, check=False, cwd=out.parent
+    )
     if proc.returncode != 0:
         raise BuildError(f"msibuild could not reschedule RemoveExistingProducts: {proc.stderr.strip()}")
     return out
