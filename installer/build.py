@@ -254,6 +254,26 @@ def copy_assets(dest: Path, models_dir: Path) -> list[str]:
     return bundled
 
 
+_RENDER_SVG = """
+import sys
+from PySide6.QtCore import QByteArray
+from PySide6.QtGui import QColor, QGuiApplication, QImage, QPainter
+from PySide6.QtSvg import QSvgRenderer
+
+app = QGuiApplication([])
+data = open(sys.argv[1], encoding="utf-8").read().replace("currentColor", "#2563eb")
+renderer = QSvgRenderer(QByteArray(data.encode()))
+if not renderer.isValid():
+    sys.exit(f"{sys.argv[1]} is not a valid SVG")
+image = QImage(256, 256, QImage.Format.Format_ARGB32)
+image.fill(QColor(0, 0, 0, 0))
+painter = QPainter(image)
+renderer.render(painter)
+painter.end()
+sys.exit(0 if image.save(sys.argv[2]) else f"Qt could not write {sys.argv[2]}")
+"""
+
+
 def make_icon(out: Path) -> Path:
     """The product icon (.ico, 16-256 px) rendered from assets/icons/app.svg."""
     svg = REPO / "assets" / "icons" / "app.svg"
@@ -265,25 +285,20 @@ def make_icon(out: Path) -> Path:
         raise BuildError("Pillow is needed to write the icon: install the app's dependencies first") from exc
 
     images: list[Image.Image] = []
+    png = out.with_suffix(".png")
     try:
-        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-        from PySide6.QtCore import QByteArray
-        from PySide6.QtGui import QColor, QGuiApplication, QImage, QPainter
-        from PySide6.QtSvg import QSvgRenderer
-
-        _app = QGuiApplication.instance() or QGuiApplication([])
-        data = svg.read_text(encoding="utf-8").replace("currentColor", "#2563eb")
-        renderer = QSvgRenderer(QByteArray(data.encode()))
-        if not renderer.isValid():
-            raise ValueError(f"{svg} is not a valid SVG")
-        big = QImage(256, 256, QImage.Format.Format_ARGB32)
-        big.fill(QColor(0, 0, 0, 0))
-        painter = QPainter(big)
-        renderer.render(painter)
-        painter.end()
-        png = out.with_suffix(".png")
-        if not big.save(str(png)):
-            raise OSError(f"Qt could not write {png}")
+        # Qt renders the SVG in a child process: a QGuiApplication must not outlive this call in the caller
+        # (a test run or a build script that uses Qt itself).
+        env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
+        proc = subprocess.run(
+            [sys.executable, "-c", _RENDER_SVG, str(svg), str(png)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        if proc.returncode != 0 or not png.exists():
+            raise OSError(proc.stderr.strip()[-500:] or "no image written")
         with Image.open(png) as rendered:
             images = [rendered.convert("RGBA")]
         png.unlink()

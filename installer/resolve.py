@@ -181,10 +181,17 @@ class Resolution:
         return data
 
 
-def load_dependencies(pyproject: Path = PYPROJECT) -> list[Requirement]:
+# Extras the installed app ships with: catalog downloads work from the MSI when the user allows them.
+SHIPPED_EXTRAS = ("downloads",)
+
+
+def load_dependencies(pyproject: Path = PYPROJECT, extras: tuple[str, ...] = SHIPPED_EXTRAS) -> list[Requirement]:
     with pyproject.open("rb") as fh:
         data = tomllib.load(fh)
-    return [Requirement(line) for line in data["project"]["dependencies"]]
+    project = data["project"]
+    optional = project.get("optional-dependencies", {})
+    lines = list(project["dependencies"]) + [line for extra in extras for line in optional.get(extra, [])]
+    return [Requirement(line) for line in lines]
 
 
 def project_version(pyproject: Path = PYPROJECT) -> str:
