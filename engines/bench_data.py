@@ -51,6 +51,16 @@ def parse_devices(text: str) -> tuple[DeviceType, ...]:
 
 
 @dataclass(frozen=True)
+class BenchModel:
+    """A model the benchmark can run, as the app lists it."""
+
+    name: str
+    title: str
+    kind: str  # VISION | CHAT
+    folder: Path
+
+
+@dataclass(frozen=True)
 class BenchConfig:
     """What to measure. `runs` is the number of timed calls per path (engine and raw each) at batch 1;
     chat models are timed over `chat_rounds` answers of up to `chat_tokens` tokens (greedy)."""
