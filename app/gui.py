@@ -26,12 +26,14 @@ from PySide6.QtCore import QByteArray, QObject, Qt, QTimer
 from PySide6.QtWidgets import QApplication, QMessageBox
 
 from app import __version__, paths
+from app.bench_host import BenchHost, wire_bench_view
 from app.hosts import ChatHost, DevicesHost, VisionHost
 from app.models_host import ModelsHost, wire_models_view
 from app.settings import Settings, load_settings, save_settings
 from app.storage import ConversationStore
 from engines.errors import ModelError, StorageError, StudioError
 from engines.types import DeviceChoice, short_ep_name
+from ui.bench_view import BenchView
 from ui.chat_view import ChatView
 from ui.classify_view import ClassifyView
 from ui.device_picker import DeviceChoiceModel
@@ -91,7 +93,8 @@ class Studio(QObject):
         self.vision = VisionHost(classifier_factory)
         self.chat = ChatHost(chat_loader)
         self.models = ModelsHost()
-        self.hosts = (self.devices, self.vision, self.chat, self.models)
+        self.bench = BenchHost()
+        self.hosts = (self.devices, self.vision, self.chat, self.models, self.bench)
 
         self.window = MainWindow(__version__)
         self.devices_view = DevicesView(self.choice_model)
@@ -103,9 +106,11 @@ class Studio(QObject):
         self.window.add_view("devices", "Devices", "devices", self.devices_view)
         self.window.add_view("classify", "Classify", "classify", self.classify_view)
         self.window.add_view("chat", "Chat", "chat", self.chat_view)
-        self.window.add_placeholder(
-            "benchmark", "Benchmark", "benchmark", "Run the same model on every device, side by side. Coming soon."
-        )
+        # Benchmark: the bench view and its host (app/bench_host.py)
+        self.bench_view = BenchView()
+        self.window.add_view("benchmark", "Benchmark", "benchmark", self.bench_view)
+        wire_bench_view(self.bench_view, self.bench, set_status=lambda t: self.window.set_status("bench", t))
+        self.window.view_changed.connect(lambda key: self.bench.list_models() if key == "benchmark" else None)
         # Models: the library view and its host (app/models_host.py)
         self.models_view = ModelsView(self.settings.allow_downloads)
         self.window.add_view("models", "Models", "models", self.models_view)
@@ -292,6 +297,8 @@ class Studio(QObject):
             self.chat_view.escape()
         elif view == "classify":
             self.classify_view.cancel()
+        elif view == "benchmark":
+            self.bench_view.request_cancel()
 
     # --- results ----------------------------------------------------------------------------------
     def _on_devices(self, report: Any) -> None:
@@ -302,6 +309,7 @@ class Studio(QObject):
         }
         self.last_discovery = report
         self.devices_view.show_devices(report.devices, info)
+        self.bench_view.set_devices(report.devices)
         usable = [d for d in report.devices if d.usable]
         kinds = ", ".join(dict.fromkeys(d.type.value for d in usable)) or "none"
         self.window.set_device_summary(f"ONNX Runtime {report.ort_version} · usable: {kinds}")
@@ -351,7 +359,7 @@ class Studio(QObject):
 
     # --- shutdown ---------------------------------------------------------------------------------
     def busy(self) -> bool:
-        return self.chat_view.generating or self.classify_view.busy
+        return self.chat_view.generating or self.classify_view.busy or self.bench_view.busy
 
     def close_guard(self) -> bool:
         """Called by the window on close: False postpones the close until running work has stopped."""
