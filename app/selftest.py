@@ -34,6 +34,7 @@ SAMPLE_PHOTO = "chelsea.png"
 CAT_WORDS = ("cat", "tabby", "lynx")  # EfficientNet-Lite0 says tabby / tiger cat / Egyptian cat
 CHAT_PROMPT = "What is the capital of France? Answer in one sentence."
 CHAT_MAX_TOKENS = 48
+BENCH_RUNS = 30  # timed calls per path: enough for the charts, short enough for a self-test
 STEP_TIMEOUT_S = 300.0
 POLL_MS = 50
 
@@ -78,6 +79,7 @@ class SelfTest(QObject):
         yield from self._step("devices", self._devices)
         yield from self._step("classify", self._classify)
         yield from self._step("chat", self._chat)
+        yield from self._step("benchmark", self._benchmark)
         yield from self._step("views", self._other_views)
         yield from self._step("no uncaught errors", self._no_crashes)
         passed = all(step["passed"] for step in self.steps)
@@ -255,10 +257,44 @@ class SelfTest(QObject):
             "screenshot": shot,
         }
 
+    def _benchmark(self) -> Waiting:
+        """A short benchmark of the demo models on every device, through the Benchmark view."""
+        studio = self.studio
+        view = studio.bench_view
+        studio.window.show_view("benchmark")
+        yield from self._wait(lambda: bool(view.selected_models()) and not view.busy, "the models to benchmark", 30)
+        view.runs_box.setValue(BENCH_RUNS)
+        if not view.request_run():
+            raise SelfTestFailure(f"the benchmark did not start: {'; '.join(view.banners.messages())}")
+        yield from self._wait(lambda: not view.busy, "the benchmark")
+        run = view.current
+        if run is None:
+            raise SelfTestFailure(f"no benchmark result: {'; '.join(view.banners.messages()) or 'nothing reported'}")
+        if not any(r.ok for r in run.results):
+            reasons = "; ".join(f"{r.device}: {r.reason}" for r in run.results)
+            raise SelfTestFailure(f"no device was measured: {reasons}")
+        if view.charts is None or not view.charts.bar_heights or not view.charts.curves:
+            raise SelfTestFailure("the benchmark charts are empty")
+        summary = [
+            {
+                "model": r.model,
+                "device": r.label,
+                "status": r.status,
+                "ran_on": r.ran_on or r.reason,
+                "p50_ms": r.latency.p50_ms if r.latency else None,
+                "overhead_ratio": r.overhead_ratio,
+                "decode_ratio": r.chat.decode_ratio if r.chat else None,
+            }
+            for r in run.results
+        ]
+        self.facts["benchmark"] = {"run_id": run.run_id, "seconds": run.seconds, "results": summary}
+        shot = yield from self._screenshot("benchmark")
+        return {"seconds": round(run.seconds, 1), "measured": sum(r.ok for r in run.results), "screenshot": shot}
+
     def _other_views(self) -> Waiting:
         shots = []
         for key in self.studio.window.view_keys():
-            if key in ("devices", "classify", "chat"):
+            if key in ("devices", "classify", "chat", "benchmark"):
                 continue
             self.studio.window.show_view(key)
             shots.append((yield from self._screenshot(key)))

@@ -131,6 +131,7 @@ class BenchCharts(QWidget):
 
     def _draw_distribution(self, results: Sequence[DeviceResult], unit: str) -> None:
         plot = self.distribution.getPlotItem()
+        plot.setTitle(f"Latency distribution ({unit})", color=colors().text, size="10pt")
         if not results:
             return
         samples = [s for r in results for s in r.samples_ms]
@@ -156,5 +157,4 @@ class BenchCharts(QWidget):
                 )
             )
             self.curves.append(r.label)
-        plot.setLabel("bottom", unit, color=colors().muted)
         plot.setLabel("left", "calls", color=colors().muted)

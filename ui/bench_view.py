@@ -376,11 +376,19 @@ class BenchView(QWidget):
 
     def set_devices(self, devices: Sequence[Device]) -> None:
         """Say which device types this machine lacks (they still run: the results list the reason)."""
+        missing = []
         for device_type, box in self.device_boxes.items():
             usable = any(d.usable and d.type == device_type for d in devices)
             reasons = [d.reason for d in devices if d.type == device_type and d.reason]
-            box.setText(device_type.value if usable else f"{device_type.value} (not available)")
             box.setToolTip("" if usable else (reasons[0] if reasons else f"No {device_type.value} found."))
+            if not usable:
+                missing.append(device_type.value)
+        if missing:
+            self.device_note.setText(
+                f"Not on this machine: {', '.join(missing)}. They stay in the results, with the reason."
+            )
+        else:
+            self.device_note.setText("Every device type is available on this machine.")
 
     def show_status(self, text: str) -> None:
         """Re-emitted in the GUI thread, for the window's status bar."""
