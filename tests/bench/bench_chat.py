@@ -15,7 +15,6 @@ Prints PASS/FAIL per target; exits 0 unless --strict is given and a target faile
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -27,6 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from engines.bench_genai import chat_prompt_tokens, raw_genai_generate  # noqa: E402
 from engines.chat import ChatMessage, ChatModel, ChatOptions, render_prompt  # noqa: E402
 from engines.chat_model import genai  # noqa: E402
 from engines.types import DeviceChoice  # noqa: E402
@@ -62,32 +62,21 @@ def engine_run(model: ChatModel, options: ChatOptions) -> Run:
 
 
 def raw_run(model: ChatModel, options: ChatOptions, max_length: int) -> Run:
-    """The onnxruntime-genai example loop, as a user would write it."""
-    og = genai()
-    tokenizer = model.tokenizer
+    """The onnxruntime-genai example loop, as a user would write it (engines.bench_genai's raw loop,
+    shared with `npu-studio bench`); the first token is timed from the template, as the engine's is."""
     started = time.perf_counter()
-    messages = json.dumps([{"role": "user", "content": PROMPT}])
-    tokens = tokenizer.encode(tokenizer.apply_chat_template(messages, add_generation_prompt=True))
-    params = og.GeneratorParams(model.model)
-    params.set_search_options(**options.search_options(max_length))
-    generator = og.Generator(model.model, params)
-    stream = tokenizer.create_stream()
-    generator.append_tokens(tokens)
-    pieces: list[str] = []
-    count = 0
-    first = 0.0
-    while not generator.is_done() and count < options.max_new_tokens:
-        generator.generate_next_token()
-        token = generator.get_next_tokens()[0]
-        count += 1
-        if count == 1:
-            first = time.perf_counter()
-        if token in model.eos_token_ids:
-            break
-        pieces.append(stream.decode(token))
-    finished = time.perf_counter()
-    decode = (count - 1) / (finished - first) if count > 1 else 0.0
-    return Run(first - started, decode, count)
+    tokens = chat_prompt_tokens(model.tokenizer, PROMPT)
+    prepared = time.perf_counter() - started
+    raw = raw_genai_generate(
+        genai(),
+        model.model,
+        model.tokenizer,
+        tokens,
+        options.search_options(max_length),
+        max_new_tokens=options.max_new_tokens,
+        eos_token_ids=model.eos_token_ids,
+    )
+    return Run(prepared + raw.time_to_first_token_s, raw.decode_tokens_per_s, len(raw.tokens))
 
 
 def verdict(ok: bool) -> str:
