@@ -14,7 +14,6 @@ import argparse
 import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from PIL import Image
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from engines.bench import interleave  # noqa: E402
 from engines.images import preprocess  # noqa: E402
 from engines.sessions import SessionSettings  # noqa: E402
 from engines.types import DeviceChoice  # noqa: E402
@@ -31,16 +31,8 @@ from engines.vision import ImageClassifier, softmax, top_k  # noqa: E402
 
 
 def interleaved(fns: dict[str, Callable[[], object]], rounds: int, per_round: int) -> dict[str, list[float]]:
-    """Alternate the candidates in short bursts so that noise hits both alike."""
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    for r in range(rounds):
-        order = list(fns.items()) if r % 2 == 0 else list(reversed(fns.items()))
-        for name, fn in order:
-            for _ in range(per_round):
-                t = time.perf_counter()
-                fn()
-                times[name].append((time.perf_counter() - t) * 1000)
-    return times
+    """Alternate the candidates in short bursts so that noise hits both alike (engines.bench.interleave)."""
+    return interleave(fns, rounds * per_round, burst=per_round)
 
 
 def p(values: list[float], q: float) -> float:
