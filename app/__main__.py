@@ -6,6 +6,9 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
+    import multiprocessing
+
+    multiprocessing.freeze_support()  # the chat engine's child process in a frozen (installed) app
     from app.cli import run
 
     return run(sys.argv[1:] if argv is None else argv)

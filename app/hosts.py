@@ -20,13 +20,20 @@ from typing import Any
 
 from PySide6.QtCore import QCoreApplication, QObject, QThread, Signal, Slot
 
+from app.chat_process import (
+    ChatProcess,
+    ChatSession,
+    History,
+    error_from_payload,
+    in_process_requested,
+    loading_text,
+)
 from app.qtcompat import disconnect, emit, returns_borrowed_bool
-from engines.errors import CancelledError, GenerationError, StudioError
-from engines.types import CancelToken, Classification, DeviceChoice, DeviceType
+from engines.errors import CancelledError, StudioError
+from engines.types import CancelToken, Classification, DeviceChoice
 
 log = logging.getLogger(__name__)
 
-MAX_UI_UPDATES_PER_SECOND = 60
 SHUTDOWN_TIMEOUT_MS = 10_000
 
 
@@ -42,42 +49,6 @@ def as_studio_error(exc: BaseException) -> StudioError:
         f"Unexpected error: {type(exc).__name__}: {exc}",
         f"NPU Studio kept running. Details are in the log file ({log_file()}).",
     )
-
-
-class TextCoalescer:
-    """Collects streamed text and emits it at most `rate` times a second (the last piece on flush)."""
-
-    def __init__(
-        self,
-        emit: Callable[[str], None],
-        rate: int = MAX_UI_UPDATES_PER_SECOND,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._emit = emit
-        self._interval = 1.0 / rate
-        self._clock = clock
-        self._pending: list[str] = []
-        self._last = float("-inf")
-        self.emitted = 0
-
-    def push(self, text: str) -> None:
-        self._pending.append(text)
-        now = self._clock()
-        if now - self._last >= self._interval:
-            self._last = now
-            self._send()
-
-    def flush(self) -> None:
-        if self._pending:
-            self._last = self._clock()
-            self._send()
-
-    def _send(self) -> None:
-        text = "".join(self._pending)
-        self._pending.clear()
-        if text:
-            self.emitted += 1
-            self._emit(text)
 
 
 # Native extension packages the workers share. Importing one of them from two threads at once can
@@ -113,6 +84,9 @@ class Worker(QObject):
     def __init__(self) -> None:
         super().__init__()
         self.closing = threading.Event()
+
+    def dispose(self) -> None:
+        """Release what the worker holds once its thread has stopped (override)."""
 
     def run_job(self, name: str, job: Callable[[], None]) -> None:
         if self.closing.is_set():
@@ -182,6 +156,8 @@ class Host(QObject):
             stopped = bool(self.qthread.wait(timeout_ms))
             if not stopped:
                 log.warning("%s did not stop within %d ms", self.qthread.objectName(), timeout_ms)
+        if stopped:
+            self.worker.dispose()
         QCoreApplication.removePostedEvents(self)
         return stopped
 
@@ -227,12 +203,6 @@ class DevicesHost(Host):
 # --------------------------------------------------------------------------------------------
 
 
-def _loading_text(what: str, choice: DeviceChoice) -> str:
-    if choice.wanted_type == DeviceType.NPU:
-        return f"Preparing {what} for the NPU (the first run compiles it; this can take a while)…"
-    return f"Loading {what} ({choice.describe()})…"
-
-
 class VisionWorker(Worker):
     model_loaded = Signal(str, object)  # description, Placement
     started = Signal(int)  # number of photos
@@ -250,7 +220,7 @@ class VisionWorker(Worker):
         key = (str(Path(folder).resolve()), choice)
         classifier = self._classifiers.get(key)
         if classifier is None:
-            emit(self.status, _loading_text(Path(folder).name, choice))
+            emit(self.status, loading_text(Path(folder).name, choice))
             started = time.perf_counter()
             if self._factory is not None:
                 classifier = self._factory(Path(folder), choice)
@@ -363,117 +333,61 @@ class VisionHost(Host):
 # Chat
 # --------------------------------------------------------------------------------------------
 
-History = list[tuple[str, str]]  # (role, text) of the turns the engine should hold before a request
-
-
-def model_info(model: Any, folder: str) -> dict[str, Any]:
-    """What the UI and the store need to know about a loaded chat model (plain data)."""
-    from dataclasses import asdict
-
-    placement = model.placement
-    name = Path(folder).name
-    return {
-        "default_options": asdict(_options({})),
-        "name": name,
-        "folder": str(folder),
-        "description": model.describe() if hasattr(model, "describe") else name,
-        "ep": getattr(model, "ep", ""),
-        "device": getattr(model, "device", "") or "",
-        "placement": placement,
-        "context_length": int(model.context_window(_options({})) if hasattr(model, "context_window") else 0),
-    }
-
-
-def _options(overrides: dict[str, Any]) -> Any:
-    from engines.chat import ChatOptions
-
-    known = set(ChatOptions.__dataclass_fields__)
-    unknown = sorted(set(overrides) - known)
-    if unknown:
-        raise GenerationError(f"Unknown generation setting(s): {', '.join(unknown)}.", "Reset the chat settings.")
-    return ChatOptions(**overrides)
-
-
-def _seed_history(conversation: Any, history: History) -> None:
-    """Give a fresh engine conversation the turns of a stored conversation."""
-    from engines.chat import ChatMessage, StopReason
-
-    restore = getattr(conversation, "restore", None)
-    messages = [
-        ChatMessage(role, text, StopReason.EOS if role == "assistant" else None)
-        for role, text in history
-        if role in ("user", "assistant")
-    ]
-    if callable(restore):
-        restore(messages)
-        return
-    # The engine has no public way to resume a stored conversation yet; its transcript is plain data.
-    conversation._messages = messages
-    conversation._context_start = 0
-
 
 class ChatWorker(Worker):
+    """Runs chat requests; the engine itself lives in a child process (see app.chat_process) unless a
+    loader is injected (tests) or NPU_STUDIO_CHAT_IN_PROCESS=1."""
+
     model_loaded = Signal(object)  # model_info dict
     generation_started = Signal(int)  # conversation id
     text_generated = Signal(str)  # coalesced pieces of the answer
-    generation_finished = Signal(object)  # GenerationStats.as_dict() + model identity
+    generation_finished = Signal(object)  # GenerationStats.as_dict() + model identity and final text
     cancelled = Signal(object)  # same as finished, stop_reason "cancelled"
 
     def __init__(self, loader: Callable[[Path, DeviceChoice], Any] | None = None) -> None:
         super().__init__()
-        self._loader = loader
-        self._model: Any = None
-        self._model_key: tuple[str, DeviceChoice] | None = None
-        self._info: dict[str, Any] = {}
-        self._conversations: dict[int, Any] = {}
-        self.updates = 0  # text_generated emissions (for tests and benchmarks)
+        in_process = loader is not None or in_process_requested()
+        self._session = ChatSession(loader) if in_process else None
+        self._process = None if in_process else ChatProcess()
+        self.updates = 0  # text_generated emissions (tests and benchmarks)
+
+    @property
+    def in_process(self) -> bool:
+        return self._session is not None
+
+    def _publish(self, piece: str) -> None:
+        self.updates += 1
+        emit(self.text_generated, piece)
+
+    def _remote(self, message: tuple[Any, ...], cancel: CancelToken | None = None) -> Any:
+        """Run one request in the child; relay its events; return the terminal event's payload."""
+        assert self._process is not None
+
+        def on_event(event: tuple[Any, ...]) -> None:
+            kind = event[0]
+            if kind == "status":
+                emit(self.status, event[1])
+            elif kind == "started":
+                emit(self.generation_started, event[1])
+            elif kind == "text":
+                self._publish(event[1])
+
+        kind, *payload = self._process.request(message, on_event, cancel, self.closing.is_set)
+        if kind == "failed":
+            raise error_from_payload(payload[0])
+        return payload[0] if payload else None
 
     @Slot(str, object)
     def load(self, folder: str, choice: DeviceChoice) -> None:
         def job() -> None:
-            key = (str(Path(folder).resolve()), choice)
-            if key == self._model_key and self._model is not None:
-                emit(self.model_loaded, self._info)
-                return
-            emit(self.status, _loading_text(Path(folder).name, choice))
-            self._drop_model()
-            started = time.perf_counter()
-            if self._loader is not None:
-                model = self._loader(Path(folder), choice)
-            else:
+            if self._session is not None:
                 import_serialized("onnxruntime_genai")
-                from engines.chat import ChatModel
-
-                model = ChatModel.load(folder, choice)
-            self._model, self._model_key = model, key
-            self._info = model_info(model, folder) | {"load_seconds": time.perf_counter() - started}
-            emit(self.model_loaded, self._info)
+                info = self._session.load(folder, choice, lambda text: emit(self.status, text))
+            else:
+                info = self._remote(("load", folder, choice))
+            emit(self.model_loaded, info)
 
         self.run_job("chat model load", job)
-
-    def _drop_model(self) -> None:
-        for conversation in self._conversations.values():
-            close = getattr(conversation, "close", None)
-            if callable(close):
-                close()
-        self._conversations.clear()
-        self._model = None
-        self._model_key = None
-
-    def _conversation(self, conversation_id: int, history: History, system_prompt: str, options: Any) -> Any:
-        if self._model is None:
-            raise GenerationError("No chat model is loaded.", "Pick a chat model that loads, then send again.")
-        conversation = self._conversations.get(conversation_id)
-        if conversation is None:
-            conversation = self._model.new_conversation(system_prompt, options)
-            self._conversations = {conversation_id: conversation}  # one generator (KV cache) at a time
-        held = [(m.role, m.content) for m in conversation.messages]
-        if held != list(history):
-            _seed_history(conversation, history)
-        if conversation.system_prompt != system_prompt:
-            conversation.set_system_prompt(system_prompt)
-        conversation.set_options(options)
-        return conversation
 
     @Slot(str, int, str, object, str, object, object)
     def generate(
@@ -489,42 +403,41 @@ class ChatWorker(Worker):
         """kind: send | regenerate | edit."""
 
         def job() -> None:
-            options = _options(overrides)
-            conversation = self._conversation(conversation_id, history, system_prompt, options)
-            emit(self.generation_started, conversation_id)
-
-            def publish(piece: str) -> None:
-                self.updates += 1
-                emit(self.text_generated, piece)
-
-            coalescer = TextCoalescer(publish)
-            try:
-                if kind == "send":
-                    stats = conversation.send(text, coalescer.push, cancel)
-                elif kind == "regenerate":
-                    stats = conversation.regenerate(coalescer.push, cancel)
-                elif kind == "edit":
-                    stats = conversation.edit_last(text, coalescer.push, cancel)
-                else:
-                    raise GenerationError(f"Unknown chat request '{kind}'.")
-            finally:
-                coalescer.flush()
-            data = dict(stats.as_dict())
-            data["model"] = self._info.get("name", "")
-            data["text"] = conversation.messages[-1].content if conversation.messages else ""
-            if data.get("stop_reason") == "cancelled":
-                emit(self.cancelled, data)
+            if self._session is not None:
+                data = self._session.generate(
+                    kind,
+                    conversation_id,
+                    text,
+                    history,
+                    system_prompt,
+                    overrides,
+                    on_started=lambda i: emit(self.generation_started, i),
+                    on_text=self._publish,
+                    cancel=cancel,
+                )
             else:
-                emit(self.generation_finished, data)
+                message = ("generate", kind, conversation_id, text, list(history), system_prompt, dict(overrides))
+                data = self._remote(message, cancel)
+            emit(self.cancelled if data.get("stop_reason") == "cancelled" else self.generation_finished, data)
 
         self.run_job("chat generation", job)
 
     @Slot(int)
     def forget(self, conversation_id: int) -> None:
-        conversation = self._conversations.pop(conversation_id, None)
-        close = getattr(conversation, "close", None)
-        if callable(close):
-            self.run_job("closing a conversation", close)
+        def job() -> None:
+            if self._session is not None:
+                self._session.forget(conversation_id)
+            elif self._process is not None and self._process.alive:
+                self._remote(("forget", conversation_id))
+
+        self.run_job("closing a conversation", job)
+
+    def dispose(self) -> None:
+        """After the thread stopped: end the engine (and its process)."""
+        if self._session is not None:
+            self._session.close()
+        if self._process is not None:
+            self._process.close()
 
 
 class ChatHost(Host):

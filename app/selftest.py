@@ -244,7 +244,10 @@ class SelfTest(QObject):
             raise SelfTestFailure(f"the answer stopped unexpectedly ({answer.stop_reason})")
         stored = studio.store.messages(answer.conversation_id)[-1]
         if stored.text != answer.text or not stored.ep or not stored.model:
-            raise SelfTestFailure("the answer was not stored with its model and execution provider")
+            raise SelfTestFailure(
+                f"the answer was not stored with its model and execution provider "
+                f"(model {stored.model!r}, EP {stored.ep!r}, text stored: {stored.text == answer.text})"
+            )
         self.facts["chat"] = {"prompt": CHAT_PROMPT, "answer": answer.text, "stats": stored.stats}
         shot = yield from self._screenshot("chat")
         stats = stored.stats

@@ -10,10 +10,11 @@ marked as stopped.
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QApplication,
@@ -46,6 +47,7 @@ from ui.widgets import MARGIN, SPACING, BannerArea, Spinner, ViewHeader, muted_l
 log = logging.getLogger(__name__)
 
 TITLE_CHARS = 48
+MIN_RENDER_INTERVAL_MS = 16  # streamed text is drawn at most ~60 times a second
 
 
 def title_from(text: str) -> str:
@@ -110,6 +112,10 @@ class ChatView(QWidget):
         self.edit_target: int | None = None
         self.model_info: dict[str, Any] = {}
         self.last_export_dir = ""
+        self._render_timer = QTimer(self)
+        self._render_timer.setSingleShot(True)
+        self._render_timer.timeout.connect(self._render_stream)
+        self._render_interval_ms = MIN_RENDER_INTERVAL_MS
         self._build(choice_model)
         self.panel.set_prompt(system_prompt)
         self.panel.set_options(options or {})
@@ -372,33 +378,27 @@ class ChatView(QWidget):
                 self.conversation = self.store.get(self.conversation.id)
             history = self._history()
             user = self.store.add_message(self.conversation.id, "user", text)
-            answer = self._add_answer_placeholder()
         except StudioError as exc:
             self.banners.show_error(exc)
             return False
-        self.messages += [user, answer]
+        self.messages.append(user)
         self.title.setText(self.conversation.title)
-        self._render_all()
         self._start("send", text, history)
         self.refresh_list()
         return True
 
     def regenerate(self) -> None:
-        last = self.messages[-1] if self.messages else None
-        if self.generating or self.conversation is None or last is None or last.role != "assistant":
-            return
+        """Answer the last message again (also a message left without an answer by a failure)."""
         user = self._last_user()
-        if user is None:
+        if self.generating or self.conversation is None or user is None:
             return
         history = self._history()
         try:
             self.store.delete_messages_after(self.conversation.id, user.id)
-            answer = self._add_answer_placeholder()
         except StudioError as exc:
             self.banners.show_error(exc)
             return
-        self.messages = [m for m in self.messages if m.id <= user.id] + [answer]
-        self._render_all()
+        self.messages = [m for m in self.messages if m.id <= user.id]
         self._start("regenerate", "", history)
 
     def begin_edit(self) -> None:
@@ -428,15 +428,13 @@ class ChatView(QWidget):
         try:
             self.store.delete_messages_after(self.conversation.id, before[-1].id if before else 0)
             new_user = self.store.add_message(self.conversation.id, "user", text)
-            answer = self._add_answer_placeholder()
         except StudioError as exc:
             self.banners.show_error(exc)
             return False
-        self.messages = [*before, new_user, answer]
+        self.messages = [*before, new_user]
         self.edit_target = None
         self.edit_label.setText("")
         self.send_button.setText("Send")
-        self._render_all()
         self._start("edit", text, history)
         return True
 
@@ -457,17 +455,26 @@ class ChatView(QWidget):
         if message is not None:
             QApplication.clipboard().setText(message.text)
 
-    def _add_answer_placeholder(self) -> Message:
-        assert self.conversation is not None
+    def _store_answer(self) -> None:
+        """Store the answer being written (empty until it ends, so that a close keeps what came)."""
+        if self.conversation is None or self.answer_id is not None:
+            return
         info = self.model_info
-        return self.store.add_message(
-            self.conversation.id,
-            "assistant",
-            "",
-            model=str(info.get("name", "")),
-            device=str(info.get("device", "")),
-            ep=str(info.get("ep", "")),
-        )
+        try:
+            answer = self.store.add_message(
+                self.conversation.id,
+                "assistant",
+                self.answer_text,
+                model=str(info.get("name", "")),
+                device=str(info.get("device", "")),
+                ep=str(info.get("ep", "")),
+            )
+        except StudioError as exc:
+            log.warning("could not store the answer: %s", exc)
+            self.banners.show_error(exc)
+            return
+        self.answer_id = answer.id
+        self.messages.append(answer)
 
     def _history(self) -> list[tuple[str, str]]:
         """The turns the engine should hold before this request."""
@@ -479,8 +486,10 @@ class ChatView(QWidget):
     def _start(self, kind: str, text: str, history: list[tuple[str, str]]) -> None:
         assert self.conversation is not None
         self.generating = True
-        self.answer_id = self.messages[-1].id
+        self.answer_id = None  # stored when the engine starts answering (the model is known by then)
         self.answer_text = ""
+        self._render_all()
+        self.refresh_list()
         self._update_actions()
         emit(
             self.generate_requested,
@@ -522,11 +531,26 @@ class ChatView(QWidget):
         set_badge(self.model_badge, "error", "Chat model not loaded")
         self.banners.show_error(error)
 
+    def on_generation_started(self, conversation_id: int) -> None:
+        if self.generating and self.conversation is not None and conversation_id == self.conversation.id:
+            self._store_answer()
+
     def on_text(self, piece: str) -> None:
         if not self.generating:
             return
         self.answer_text += piece
-        self.transcript.update_last(self._entry_for_answer("streaming", ""))
+        if not self._render_timer.isActive():
+            self._render_timer.start(self._render_interval_ms)
+
+    def _render_stream(self) -> None:
+        """Draw the streamed text; the next draw waits at least 3x as long as this one took, so that
+        the UI thread spends at most a quarter of its time on a fast stream."""
+        if not self.generating:
+            return
+        started = time.perf_counter()
+        self.transcript.stream_last(self._entry_for_answer("streaming", ""))
+        took_ms = (time.perf_counter() - started) * 1000
+        self._render_interval_ms = max(MIN_RENDER_INTERVAL_MS, round(3 * took_ms))
 
     def on_finished(self, stats: dict[str, Any]) -> None:
         self._end(stats, "")
@@ -537,7 +561,8 @@ class ChatView(QWidget):
     def on_failed(self, error: object) -> None:
         """A failure while answering (or a request that could not start)."""
         if self.generating:
-            self._save_answer(self.answer_text, "error", None)
+            if self.answer_id is not None:
+                self._save_answer(self.answer_text, "error", None)
             self.generating = False
             self._reload_messages()
             self._render_all()
@@ -548,6 +573,8 @@ class ChatView(QWidget):
         """Closing the window: keep the partial answer, marked as stopped."""
         self.panel.flush()
         if self.generating:
+            if self.answer_id is None and self.answer_text:
+                self._store_answer()
             self._save_answer(self.answer_text, "cancelled", None)
             self.generating = False
 
@@ -555,9 +582,12 @@ class ChatView(QWidget):
     def _end(self, stats: dict[str, Any], state: str) -> None:
         if not self.generating:
             return
+        self._render_timer.stop()
+        self._render_interval_ms = MIN_RENDER_INTERVAL_MS
         text = str(stats.get("text", self.answer_text))
         self.answer_text = text
         data = {k: v for k, v in stats.items() if k != "text"}
+        self._store_answer()
         self._save_answer(text, str(stats.get("stop_reason", "cancelled" if state else "eos")), data)
         self.generating = False
         self._reload_messages()
@@ -618,8 +648,10 @@ class ChatView(QWidget):
 
     def _render_all(self) -> None:
         entries = [self._entry(m, i) for i, m in enumerate(self.messages) if m.role in ("user", "assistant")]
-        if self.generating and entries and entries[-1].key == self.answer_id:
-            entries[-1] = self._entry_for_answer("streaming", "")
+        if self.generating:
+            if entries and self.answer_id is not None and entries[-1].key == self.answer_id:
+                entries.pop()
+            entries.append(self._entry_for_answer("streaming", ""))
         self.transcript.set_entries(entries)
 
     def _show_context(self, stats: dict[str, Any] | None) -> None:
@@ -643,7 +675,7 @@ class ChatView(QWidget):
         self.stop_button.setVisible(busy)
         self.stop_button.setEnabled(busy)
         self.stop_button.setText("Stop")
-        can_regenerate = bool(self.messages) and self.messages[-1].role == "assistant"
+        can_regenerate = self._last_user() is not None
         self.regenerate_button.setVisible(not busy and can_regenerate)
         self.export_button.setEnabled(self.conversation is not None)
 

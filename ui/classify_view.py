@@ -18,6 +18,7 @@ from PySide6.QtCore import (
     QPersistentModelIndex,
     QSize,
     Qt,
+    QTimer,
     Signal,
 )
 from PySide6.QtGui import (
@@ -131,9 +132,14 @@ class ResultsModel(QAbstractTableModel):
         )
 
     def add(self, result: Classification) -> None:
+        self.extend([result])
+
+    def extend(self, results: Sequence[Classification]) -> None:
+        if not results:
+            return
         row = len(self.results)
-        self.beginInsertRows(QModelIndex(), row, row)
-        self.results.append(result)
+        self.beginInsertRows(QModelIndex(), row, row + len(results) - 1)
+        self.results.extend(results)
         self.endInsertRows()
 
     def clear(self) -> None:
@@ -263,6 +269,11 @@ class ClassifyView(QWidget):
         self.setAcceptDrops(True)
         self.busy = False
         self.last_open_dir = ""
+        self._pending: list[Classification] = []
+        self._apply_timer = QTimer(self)
+        self._apply_timer.setSingleShot(True)
+        self._apply_timer.setInterval(100)
+        self._apply_timer.timeout.connect(self._apply_pending)
         self._total = 0
         self._done = 0
         outer = QVBoxLayout(self)
@@ -363,8 +374,9 @@ class ClassifyView(QWidget):
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
-        for column in (2, 3):
-            header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
+        for column in (2, 3):  # fixed: ResizeToContents would measure every row on each insert
+            header.setSectionResizeMode(column, QHeaderView.ResizeMode.Fixed)
+            header.resizeSection(column, 110)
         header.setSectionResizeMode(4, QHeaderView.ResizeMode.Stretch)
         self.table.clicked.connect(self._row_clicked)
         self.table_card.body.addWidget(self.table)
@@ -475,21 +487,33 @@ class ClassifyView(QWidget):
         self.status.setText(text)
 
     def show_result(self, result: Classification) -> None:
-        self._done += 1
-        self.results.add(result)
+        """Results arrive in bursts (a batch at a time); they are shown together, a few times a second
+        at most, so that a fast batch costs the UI thread little."""
+        self._pending.append(result)
+        if self._total == 1:
+            self._apply_pending()
+        elif not self._apply_timer.isActive():
+            self._apply_timer.start()
+
+    def _apply_pending(self) -> None:
+        self._apply_timer.stop()
+        if not self._pending:
+            return
+        first = not self.results.results
+        pending, self._pending = self._pending, []
+        self.results.extend(pending)
+        self._done = len(self.results.results)
         if self._total > 1:
             self.progress.setValue(self._done)
             self.status.setText(f"{self._done} of {self._total}")
-            if self._done == 1:
-                self._show_detail(result, update_preview=False)
-        else:
-            self._show_detail(result, update_preview=False)
+        if first or self._total == 1:
+            self._show_detail(pending[0], update_preview=False)
 
     def show_progress(self, done: int, total: int) -> None:
-        self.progress.setMaximum(max(1, total))
-        self.progress.setValue(done)
+        """Progress comes with each result (show_result); nothing more to draw."""
 
     def show_finished(self) -> None:
+        self._apply_pending()
         errors = [r for r in self.results.results if r.error]
         self._end(f"{len(self.results.results)} classified" if self._total > 1 else "")
         if errors and self._total > 1:
@@ -500,9 +524,11 @@ class ClassifyView(QWidget):
             )
 
     def show_cancelled(self) -> None:
+        self._apply_pending()
         self._end(f"Cancelled after {self._done} of {self._total}")
 
     def show_error(self, error: object) -> None:
+        self._apply_pending()
         self._end("")
         self.banners.show_error(error)
         if not self.results.results:
@@ -520,6 +546,7 @@ class ClassifyView(QWidget):
         self.busy = True
         self._total = total
         self._done = 0
+        self._pending = []
         self.results.clear()
         self.banners.clear()
         self.spinner.start()

@@ -42,6 +42,23 @@ class Entry:
     actions: tuple[str, ...] = ("copy",)
 
 
+@dataclass
+class _Stream:
+    tail: int  # document position where the open (still changing) part of the answer starts
+    committed: int = 0  # characters of the answer rendered for good, before `tail`
+
+
+def committable(text: str) -> int:
+    """How much of a streaming Markdown text is complete blocks: up to the last blank line that is
+    not inside a fenced code block (0 when there is none)."""
+    end = text.rfind("\n\n")
+    while end > 0:
+        if text[:end].count("```") % 2 == 0:
+            return end + 2
+        end = text.rfind("\n\n", 0, end)
+    return 0
+
+
 class Transcript(QTextBrowser):
     action_triggered = Signal(str, int)  # action, message key
 
@@ -54,10 +71,12 @@ class Transcript(QTextBrowser):
         self.document().setDocumentMargin(16)
         self.entries: list[Entry] = []
         self._frames: list[QTextFrame] = []
-        self.render_count = 0  # frames rendered (tests, benchmarks)
+        self._stream: _Stream | None = None  # the last frame, while it streams
+        self.render_count = 0  # renders (tests, benchmarks)
 
     # --- public API -----------------------------------------------------------------------------
     def set_entries(self, entries: list[Entry]) -> None:
+        self._stream = None
         self.document().clear()
         self.entries = []
         self._frames = []
@@ -96,6 +115,59 @@ class Transcript(QTextBrowser):
         self.entries[-1] = entry
         if at_end:
             self._scroll_to_end()
+
+    def stream_last(self, entry: Entry) -> None:
+        """Streaming update of the last message: Markdown blocks that are complete (up to the last
+        blank line outside a code fence) are rendered once; only the open tail is redrawn. The cost of
+        an update stays flat however long the answer grows. `update_last` renders the final text."""
+        last = self.entries[-1] if self.entries else None
+        stream = self._stream
+        if (
+            last is None
+            or stream is None
+            or last.key != entry.key
+            or last.state != "streaming"
+            or not entry.text.startswith(last.text[: stream.committed])
+        ):
+            self.update_last(entry)
+            return
+        at_end = self._at_end()
+        frame = self._frames[-1]
+        cursor = self._clear_tail(frame, stream.tail)
+        boundary = committable(entry.text)
+        if boundary > stream.committed:
+            start = cursor.position()
+            cursor.insertMarkdown(entry.text[stream.committed : boundary])
+            self._shade_code(start, cursor.position())
+            cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
+            stream.tail, stream.committed = cursor.position(), boundary
+        self._insert_tail(cursor, entry.text[stream.committed :], frame)
+        self.entries[-1] = entry
+        self.render_count += 1
+        if at_end:
+            self._scroll_to_end()
+
+    def _clear_tail(self, frame: QTextFrame, tail: int) -> QTextCursor:
+        cursor = QTextCursor(self.document())
+        cursor.setPosition(tail)
+        cursor.setPosition(frame.lastPosition(), QTextCursor.MoveMode.KeepAnchor)
+        cursor.removeSelectedText()
+        current = cursor.currentList()
+        if current is not None:
+            current.remove(cursor.block())
+        cursor.setBlockFormat(QTextBlockFormat())
+        cursor.setCharFormat(QTextCharFormat())
+        return cursor
+
+    def _insert_tail(self, cursor: QTextCursor, text: str, frame: QTextFrame) -> None:
+        start = cursor.position()
+        if text:
+            cursor.insertMarkdown(text)
+        else:
+            muted = QTextCharFormat()
+            muted.setForeground(QColor(colors().muted))
+            cursor.insertText("…", muted)
+        self._shade_code(start, frame.lastPosition())
 
     def update_entry(self, key: int, **changes: object) -> None:
         """Change the last entry with `key` (only the last one can be re-rendered in place)."""
@@ -143,11 +215,17 @@ class Transcript(QTextBrowser):
         body_start = cursor.position()
         cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
         text = entry.text
-        if not text and entry.state == "streaming":
-            muted = QTextCharFormat()
-            muted.setForeground(QColor(c.muted))
-            cursor.insertText("Thinking…", muted)
-        elif entry.role == "user":
+        self._stream = None
+        if entry.state == "streaming":
+            self._stream = _Stream(tail=cursor.position())
+            if not text:
+                muted = QTextCharFormat()
+                muted.setForeground(QColor(c.muted))
+                cursor.insertText("Thinking…", muted)
+            else:
+                self._insert_tail(cursor, text, frame)
+            return
+        if entry.role == "user":
             cursor.insertText(text, QTextCharFormat())  # a user's message is shown as typed
         else:
             cursor.insertMarkdown(text or "*(no answer)*")

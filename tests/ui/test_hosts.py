@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from app.hosts import ChatHost, DevicesHost, Host, TextCoalescer, VisionHost
+from app.chat_process import TextCoalescer
+from app.hosts import ChatHost, DevicesHost, Host, VisionHost
 from engines.errors import ImageError, StudioError
 from engines.types import DeviceChoice, DeviceType
 from tests.ui.conftest import SAMPLES
@@ -137,7 +138,7 @@ def test_chat_host_streams_in_strict_order(qtbot: Any, hosts: list[Host]) -> Non
     stats = blocker.all_signals_and_args[-1].args[0]
     assert stats["text"] == "Hello, **world**!"
     assert stats["stop_reason"] == "eos" and stats["model"] == "fake-model" and stats["ep"] == "CPUExecutionProvider"
-    conversation = host.worker._conversations[7]
+    conversation = host.worker._session._conversations[7]  # type: ignore[union-attr]
     assert conversation.system_prompt == "Be brief." and conversation.options.max_new_tokens == 16
 
 
@@ -240,3 +241,47 @@ def test_shutdown_mid_answer_stops_the_thread(qtbot: Any) -> None:
     assert host.shutdown(timeout_ms=5000)
     assert not host.qthread.isRunning()
     assert [r[1] for r in model.requests] == ["go"]
+
+
+@pytest.mark.allow_warnings("chat engine process ended unexpectedly")
+def test_chat_engine_runs_in_a_child_process_and_survives_its_crash(
+    qtbot: Any, hosts: list[Host], tiny_llm: Path
+) -> None:
+    import os
+
+    host = ChatHost()
+    hosts.append(host)
+    assert not host.worker.in_process
+    with qtbot.waitSignal(host.model_loaded, timeout=TIMEOUT):
+        host.load(tiny_llm, DeviceChoice.parse("cpu"))
+    process = host.worker._process
+    assert process is not None and process.alive and process._process.pid != os.getpid()
+    options = {"max_new_tokens": 200, "repetition_penalty": 1.0}
+    with qtbot.waitSignal(host.text_generated, timeout=TIMEOUT):
+        host.send(1, "Tell me everything", [], "", options)
+    with qtbot.waitSignal(host.cancelled, timeout=TIMEOUT) as cancelled:
+        host.cancel()
+    assert cancelled.args[0]["stop_reason"] == "cancelled"
+    # a native crash in the engine ends the child, not the app; the next request restarts it
+    with qtbot.waitSignal(host.failed, timeout=TIMEOUT) as failed:
+        host.send(1, "Again", [("user", "Tell me everything"), ("assistant", cancelled.args[0]["text"])], "", options)
+        qtbot.waitUntil(lambda: process.alive, timeout=TIMEOUT)
+        process._process.kill()
+    assert "stopped unexpectedly" in failed.args[0].message
+    with qtbot.waitSignal(host.generation_finished, timeout=TIMEOUT) as finished:
+        host.send(1, "Hello after the crash", [], "", {"max_new_tokens": 4})
+    assert finished.args[0]["generated_tokens"] >= 1
+    assert process.alive
+
+
+def test_closing_mid_answer_ends_the_child_process(qtbot: Any, tiny_llm: Path) -> None:
+    host = ChatHost()
+    with qtbot.waitSignal(host.model_loaded, timeout=TIMEOUT):
+        host.load(tiny_llm, DeviceChoice.parse("cpu"))
+    process = host.worker._process
+    assert process is not None
+    child = process._process
+    with qtbot.waitSignal(host.text_generated, timeout=TIMEOUT):
+        host.send(1, "Go on and on", [], "", {"max_new_tokens": 200, "repetition_penalty": 1.0})
+    assert host.shutdown(timeout_ms=5000)
+    assert not child.is_alive() and not host.qthread.isRunning()

@@ -186,3 +186,32 @@ def test_dark_palette(qtbot: Any) -> None:
         assert app.palette().window().color().name() == DARK.window
     finally:
         assert apply_theme(app, "light") is LIGHT
+
+
+def test_streaming_renders_complete_blocks_once_and_matches_the_full_render(qtbot: Any) -> None:
+    from ui.transcript import committable
+
+    answer = (
+        "Intro paragraph with **bold**.\n\n"
+        "```python\ndef f():\n\n    return 1\n```\n\n"
+        "- one\n- two\n\n"
+        "1. first\n2. second\n\n"
+        "Closing words."
+    )
+    assert committable("a\n\nb") == 3 and committable("```\nx\n\ny") == 0
+    streamed, whole = Transcript(), Transcript()
+    qtbot.addWidget(streamed)
+    qtbot.addWidget(whole)
+    streamed.append_entry(Entry(1, "user", "hi"))
+    streamed.append_entry(Entry(2, "assistant", "", state="streaming"))
+    for end in range(1, len(answer) + 1, 3):
+        streamed.stream_last(Entry(2, "assistant", answer[:end], state="streaming"))
+        assert "```" not in streamed.plain_text().split("Assistant", 1)[1] or answer[:end].count("```") % 2
+    streamed.stream_last(Entry(2, "assistant", answer, state="streaming"))
+    during = streamed.plain_text()
+    streamed.update_last(Entry(2, "assistant", answer))
+    whole.append_entry(Entry(1, "user", "hi"))
+    whole.append_entry(Entry(2, "assistant", answer))
+    assert streamed.plain_text() == whole.plain_text()
+    for line in ("Intro paragraph with bold.", "def f():", "return 1", "one", "second", "Closing words."):
+        assert line in during
