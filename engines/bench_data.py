@@ -218,7 +218,7 @@ class SessionTimes:
 class ChatNumbers:
     """Time to first token and prefill: medians over the timed answers. Decode: every token after the
     first, the engine and a raw onnxruntime-genai loop stepping in lockstep (one engine token, one raw
-    token, ...), so both see the same machine load."""
+    token, ...), so both see the same machine load; tokens/s at the median time per token."""
 
     rounds: int
     prompt_tokens: int

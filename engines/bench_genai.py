@@ -154,6 +154,11 @@ class LockstepAnswer:
     def per_token_ms(self) -> list[float]:
         return [s * 1000 / max(1, n) for s, n in zip(self.engine_s, self.tokens, strict=True)]
 
+    def raw_per_token_ms(self) -> list[float]:
+        if not self.raw_s:  # the engine was timed alone
+            return []
+        return [s * 1000 / max(1, n) for s, n in zip(self.raw_s, self.tokens, strict=True)]
+
 
 def lockstep_answer(
     conversation: Any,
@@ -206,12 +211,18 @@ def lockstep_answer(
     return result
 
 
+def decode_rate(per_token_ms: Sequence[float]) -> float:
+    """Tokens per second at the median time per token: one slow token (a neighbour's burst on a shared
+    machine) moves a mean by a percent or two over a short answer, and a median not at all."""
+    return 1000 / median(per_token_ms) if per_token_ms and median(per_token_ms) > 0 else 0.0
+
+
 def chat_numbers(answers: Sequence[LockstepAnswer]) -> ChatNumbers:
-    """Medians of the engine's first-token numbers; decode over every lockstep token of every answer."""
+    """Medians of the engine's first-token numbers; decode rates at the median time per token over every
+    lockstep token of every answer, for the engine and the raw loop alike."""
     stats = [a.stats for a in answers]
     tokens = sum(sum(a.tokens) for a in answers)
-    engine_s = sum(sum(a.engine_s) for a in answers)
-    decode = tokens / engine_s if engine_s > 0 else 0.0
+    decode = decode_rate([ms for a in answers for ms in a.per_token_ms()])
     numbers: dict[str, Any] = {
         "rounds": len(answers),
         "prompt_tokens": int(stats[-1].prompt_tokens),
@@ -222,9 +233,8 @@ def chat_numbers(answers: Sequence[LockstepAnswer]) -> ChatNumbers:
         "decode_tokens": tokens,
     }
     ttfts = [a.raw_ttft_s for a in answers if a.raw_ttft_s is not None]
-    raw_s = sum(sum(a.raw_s) for a in answers)
-    if ttfts and raw_s > 0:
-        raw_decode = tokens / raw_s
+    raw_decode = decode_rate([ms for a in answers for ms in a.raw_per_token_ms()])
+    if ttfts and raw_decode > 0:
         ttft = median(ttfts)
         numbers |= {
             "raw_time_to_first_token_ms": ttft * 1000,
