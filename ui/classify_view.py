@@ -82,7 +82,7 @@ def placement_badge_kind(placement: Placement) -> str:
 
 
 class ResultsModel(QAbstractTableModel):
-    HEADERS = ("File", "Top-1", "Probability", "Latency (ms)", "Device")
+    HEADERS = ("File", "Top-1", "Probability", "Latency (ms)", "Ran on")
 
     def __init__(self) -> None:
         super().__init__()
@@ -191,7 +191,7 @@ class ProbabilityBars(QWidget):
                 label.setText("")
                 value.setText("")
                 bar.setValue(0)
-                bar.setVisible(not scores)
+                bar.hide()
 
     def scores(self) -> list[tuple[str, str]]:
         return [(lbl.text(), val.text()) for lbl, val in zip(self.labels, self.values, strict=True) if val.text()]
@@ -270,6 +270,7 @@ class ClassifyView(QWidget):
         self.busy = False
         self.last_open_dir = ""
         self._pending: list[Classification] = []
+        self._preview_path = ""
         self._apply_timer = QTimer(self)
         self._apply_timer.setSingleShot(True)
         self._apply_timer.setInterval(100)
@@ -343,7 +344,8 @@ class ClassifyView(QWidget):
         self.placement_badge = QLabel()
         self.placement_badge.setWordWrap(True)
         self.placement_badge.hide()
-        badge_row.addWidget(self.placement_badge, 1)
+        badge_row.addWidget(self.placement_badge)
+        badge_row.addStretch(1)
         result_card.body.addLayout(badge_row)
         self.latency = muted_label("")
         result_card.body.addWidget(self.latency)
@@ -371,6 +373,8 @@ class ClassifyView(QWidget):
         self.table.setSelectionMode(QTableView.SelectionMode.SingleSelection)
         self.table.verticalHeader().hide()
         self.table.setShowGrid(False)
+        self.table.setWordWrap(False)
+        self.table.verticalHeader().setDefaultSectionSize(28)
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
@@ -443,6 +447,7 @@ class ClassifyView(QWidget):
             )
             return
         self._begin(len(files))
+        self._preview_path = files[0]
         preview = load_preview(files[0])
         if not preview.isNull():
             self.drop_zone.show_image(preview, Path(files[0]).name if len(files) == 1 else f"{len(files)} photos")
@@ -499,15 +504,18 @@ class ClassifyView(QWidget):
         self._apply_timer.stop()
         if not self._pending:
             return
-        first = not self.results.results
         pending, self._pending = self._pending, []
         self.results.extend(pending)
         self._done = len(self.results.results)
         if self._total > 1:
             self.progress.setValue(self._done)
             self.status.setText(f"{self._done} of {self._total}")
-        if first or self._total == 1:
+        # The detail shows the photo in the preview (the first one of a batch).
+        shown = next((r for r in pending if r.path == self._preview_path), None)
+        if self._total == 1:
             self._show_detail(pending[0], update_preview=False)
+        elif shown is not None:
+            self._show_detail(shown, update_preview=False)
 
     def show_progress(self, done: int, total: int) -> None:
         """Progress comes with each result (show_result); nothing more to draw."""

@@ -38,6 +38,7 @@ def set_badge(label: QLabel, kind: str, text: str | None = None) -> None:
     """Turn a label into a pill: kind is ok | warn | error | info | neutral."""
     if text is not None:
         label.setText(text)
+    label.setSizePolicy(QSizePolicy.Policy.Maximum, QSizePolicy.Policy.Fixed)
     label.setProperty("badge", kind)
     repolish(label)
 
@@ -213,6 +214,7 @@ class ViewHeader(QWidget):
         layout.addLayout(texts, 1)
         self.controls = QHBoxLayout()
         self.controls.setSpacing(8)
+        self.controls.setAlignment(Qt.AlignmentFlag.AlignVCenter)
         layout.addLayout(self.controls)
 
 
