@@ -86,6 +86,8 @@ class Studio(QObject):
 
         self.settings, settings_notice = load_settings()
         apply_theme(app, self.settings.theme)
+        # Light/dark follows the OS while the app runs (when the theme setting is "system").
+        app.styleHints().colorSchemeChanged.connect(self._on_color_scheme_changed)
         self.store, store_notice = self._open_store()
         self.choice_model = DeviceChoiceModel(self.settings.device, self.settings.strict)
 
@@ -334,6 +336,10 @@ class Studio(QObject):
     def _on_allow_downloads(self, allowed: bool) -> None:
         self.settings.allow_downloads = allowed
         self.schedule_save()
+
+    def _on_color_scheme_changed(self, *_: object) -> None:
+        if self.settings.theme == "system":
+            apply_theme(self.app, "system")
 
     def _on_view_changed(self, key: str) -> None:
         if key != self.settings.last_view:

@@ -306,3 +306,50 @@ def test_window_geometry_and_view_are_restored(make_studio: Any, qtbot: Any) -> 
     # restoreGeometry() fits the window to the screen (the offscreen screen is 800 px wide), so check
     # the saved geometry and the dimension that fits.
     assert again.settings.window_geometry and again.window.size().height() == 700
+
+
+@pytest.mark.allow_warnings("uncaught exception")
+def test_uncaught_exceptions_are_logged_and_recorded(caplog: pytest.LogCaptureFixture) -> None:
+    from app.gui import CrashReporter
+
+    reporter = CrashReporter(show_dialog=False)
+    try:
+        raise ValueError("a bug in a slot")
+    except ValueError as exc:
+        reporter.excepthook(ValueError, exc, exc.__traceback__)
+    assert reporter.errors == ["ValueError: a bug in a slot"]
+    assert any("a bug in a slot" in r.getMessage() and r.levelname == "CRITICAL" for r in caplog.records)
+
+
+def test_copy_puts_an_answer_on_the_clipboard(make_studio: Any, qtbot: Any) -> None:
+    from PySide6.QtWidgets import QApplication
+
+    studio = make_studio(chat_loader=loader_for(FakeChatModel(pieces=["Copy **me**"])))
+    studio.chat.load("fake-model", studio.choice_model.choice())
+    view = studio.chat_view
+    qtbot.waitUntil(lambda: bool(view.model_info), timeout=TIMEOUT)
+    assert view.send_text("Say something")
+    qtbot.waitUntil(lambda: not view.generating, timeout=TIMEOUT)
+    view.transcript.action_triggered.emit("copy", view.messages[-1].id)
+    assert QApplication.clipboard().text() == "Copy **me**"  # the Markdown source, as written
+
+
+def test_a_failed_answer_can_be_retried(make_studio: Any, qtbot: Any) -> None:
+    from engines.errors import GenerationError
+
+    model = FakeChatModel(error=GenerationError("The NPU was reset.", "Try again."))
+    studio = make_studio(chat_loader=loader_for(model))
+    studio.chat.load("fake-model", studio.choice_model.choice())
+    view = studio.chat_view
+    qtbot.waitUntil(lambda: bool(view.model_info), timeout=TIMEOUT)
+    assert view.send_text("Hello")
+    qtbot.waitUntil(lambda: not view.generating, timeout=TIMEOUT)
+    assert view.banners.messages() == ["The NPU was reset."]
+    failed = view.messages[-1]
+    assert (failed.role, failed.stop_reason) == ("assistant", "error") and "Failed" in view.transcript.plain_text()
+    assert view.regenerate_button.isVisibleTo(view)
+    model.error = None
+    view.regenerate()
+    qtbot.waitUntil(lambda: not view.generating, timeout=TIMEOUT)
+    assert [(m.role, m.stop_reason) for m in view.messages] == [("user", ""), ("assistant", "eos")]
+    assert view.messages[-1].text == "Hello, **world**!"

@@ -215,3 +215,22 @@ def test_streaming_renders_complete_blocks_once_and_matches_the_full_render(qtbo
     assert streamed.plain_text() == whole.plain_text()
     for line in ("Intro paragraph with bold.", "def f():", "return 1", "one", "second", "Closing words."):
         assert line in during
+
+
+def test_dropping_files_classifies_them(qtbot: Any) -> None:
+    from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+    from PySide6.QtGui import QDropEvent
+
+    from tests.ui.conftest import SAMPLES
+
+    view = ClassifyView(DeviceChoiceModel())
+    qtbot.addWidget(view)
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(SAMPLES / "coffee.png")), QUrl.fromLocalFile(str(SAMPLES / "rocket.jpg"))])
+    drop = QDropEvent(
+        QPointF(10, 10), Qt.DropAction.CopyAction, mime, Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier
+    )
+    with qtbot.waitSignal(view.classify_requested, timeout=2000) as sent:
+        view.dropEvent(drop)
+    assert [p.rsplit("/", 1)[-1] for p in sent.args[0]] == ["coffee.png", "rocket.jpg"]
+    assert view.busy and view.progress.isVisibleTo(view) and view.drop_zone.has_image()
