@@ -107,6 +107,8 @@ def _result_lines(r: DeviceResult) -> list[str]:
             f"       session: first {r.sessions.first_s:.2f} s, cached {r.sessions.cached_s:.2f} s"
             + (f"  [{r.sessions.first_status}/{r.sessions.cached_status}]" if r.sessions.first_status else "")
         )
+        if r.sessions.note:
+            lines.append(f"       ({r.sessions.note})")
     if r.latency is not None:
         lat = r.latency
         lines.append(
