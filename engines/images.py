@@ -7,6 +7,7 @@ reducing resize skips most of the work for the rest. Robust: EXIF orientation, g
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import warnings
@@ -17,6 +18,14 @@ import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from engines.errors import ImageError
+
+# The decoders NPU Studio uses: the formats it documents (JPEG covers the MPO files many cameras write).
+# Pillow's other plugins stay off for untrusted files: rarely used parsers are where crashes hide, and
+# EPS would run Ghostscript.
+FORMATS = ("JPEG", "PNG", "BMP", "DIB", "GIF", "TIFF", "WEBP")
+# A resize that would first build an image this many times larger than the model's input crops first:
+# a 20000 x 1 strip (a 100-byte PNG) would otherwise become a 5 120 000 x 256 image (3.9 GB).
+MAX_RESIZE_FACTOR = 8
 
 _RESAMPLE = {
     "bicubic": Image.Resampling.BICUBIC,
@@ -70,13 +79,16 @@ class Preprocess:
         )
 
 
-def _open(source: str | os.PathLike[str] | bytes) -> Image.Image:
+def _open(source: str | os.PathLike[str] | bytes, files: contextlib.ExitStack) -> Image.Image:
+    """The image, lazily decoded. A file is opened here and closed by `files` (Pillow would keep a
+    multi-frame or failed image's file open until garbage collection: on Windows the user could not
+    delete or rename the photo meanwhile)."""
     name = "the image" if isinstance(source, bytes) else f"'{Path(source).name}'"
     try:
         if isinstance(source, bytes):
             if not source:
                 raise ImageError("The image is empty (0 bytes).", "Choose another file.")
-            return Image.open(io.BytesIO(source))
+            return Image.open(io.BytesIO(source), formats=FORMATS)
         path = Path(source)
         if not path.exists():
             raise ImageError(f"Image not found: {path}", "Check the path.")
@@ -84,7 +96,7 @@ def _open(source: str | os.PathLike[str] | bytes) -> Image.Image:
             raise ImageError(f"{path} is a folder, not an image.", "Choose an image file, or use a folder batch.")
         if path.stat().st_size == 0:
             raise ImageError(f"{name} is empty (0 bytes).", "Choose another file; this one has no content.")
-        return Image.open(path)
+        return Image.open(files.enter_context(open(path, "rb")), formats=FORMATS)
     except UnidentifiedImageError as exc:
         raise ImageError(
             f"{name} is not an image NPU Studio can read.",
@@ -110,11 +122,11 @@ def load_rgb(source: str | os.PathLike[str] | bytes, min_side: int = 0) -> Image
     """Open any supported image as 8-bit RGB, upright. With `min_side`, large JPEGs are decoded at a
     reduced scale (never below min_side on the shorter side)."""
     name = "the image" if isinstance(source, bytes) else f"'{Path(source).name}'"
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), contextlib.ExitStack() as files:
         # Pillow only warns between 1x and 2x its pixel limit; treat it as the error it is here.
         warnings.simplefilter("error", Image.DecompressionBombWarning)
         try:
-            img = _open(source)
+            img = _open(source, files)
             if img.format == "JPEG" and min_side:
                 w, h = img.size
                 scale = min_side / min(w, h)
@@ -127,13 +139,17 @@ def load_rgb(source: str | os.PathLike[str] | bytes, min_side: int = 0) -> Image
             raise
         except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
             raise _bomb(name, exc) from exc
-        except (OSError, SyntaxError, ValueError, EOFError) as exc:
-            text = str(exc)
+        except MemoryError as exc:
+            raise ImageError(
+                f"{name} is too large to decode in the memory available.", "Resize it or close other apps first."
+            ) from exc
+        except Exception as exc:  # a damaged file can make any decoder fail in its own way (fuzzed)
+            text = str(exc) or type(exc).__name__
             if "truncated" in text or isinstance(exc, EOFError):
                 raise ImageError(
                     f"{name} is truncated (the file ends early).", "Copy it again from its source."
                 ) from exc
-            raise ImageError(f"{name} could not be decoded: {text}", "The file may be damaged.") from exc
+            raise ImageError(f"{name} could not be decoded ({text}).", "The file may be damaged.") from exc
 
 
 def _to_rgb(img: Image.Image) -> Image.Image:
@@ -147,7 +163,8 @@ def _to_rgb(img: Image.Image) -> Image.Image:
         scaled = np.clip(arr * (255.0 / (65535.0 if top > 255 else 255.0)), 0, 255).astype(np.uint8)
         return Image.fromarray(scaled, mode="L").convert("RGB")
     if mode == "F":
-        arr = np.asarray(img, dtype=np.float32)
+        arr = np.asarray(img, dtype=np.float64)
+        arr = np.where(np.isfinite(arr), arr, 0.0)  # NaN or infinite pixels (damaged float TIFFs)
         lo, hi = float(arr.min()), float(arr.max())
         scaled = ((arr - lo) * (255.0 / ((hi - lo) or 1.0))).astype(np.uint8)
         return Image.fromarray(scaled, mode="L").convert("RGB")
@@ -168,10 +185,15 @@ def resize_and_crop(img: Image.Image, spec: Preprocess) -> Image.Image:
     shorter = max(spec.resize_shorter, out_h, out_w)
     scale = shorter / min(w, h)
     new_w, new_h = max(out_w, round(w * scale)), max(out_h, round(h * scale))
+    left, top = (new_w - out_w) // 2, (new_h - out_h) // 2
+    if new_w * new_h > MAX_RESIZE_FACTOR * out_w * out_h:
+        # A very long strip: resize only the part the crop keeps (`box` is in the source's coordinates).
+        sx, sy = new_w / w, new_h / h
+        box = (left / sx, top / sy, (left + out_w) / sx, (top + out_h) / sy)
+        return img.resize((out_w, out_h), _RESAMPLE[spec.resample], box=box, reducing_gap=3.0)
     if (new_w, new_h) != (w, h):
         # reducing_gap: a cheap box reduction first, then the real filter on a small image.
         img = img.resize((new_w, new_h), _RESAMPLE[spec.resample], reducing_gap=3.0)
-    left, top = (new_w - out_w) // 2, (new_h - out_h) // 2
     return img.crop((left, top, left + out_w, top + out_h))
 
 
