@@ -62,11 +62,13 @@ class ClassifierSpec:
             )
             model_file = str(model_entry["path"])
             declared = model_entry.get("size")
-            labels_file = root / str(spec.get("labels", "labels.txt"))
+            labels_name = str(spec.get("labels", "labels.txt"))
             pre = Preprocess.from_manifest(spec)
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise ModelError(f"The manifest in {root} is not valid: {exc}", "Re-import or rebuild the model.") from exc
         model_path = safe_child(root, model_file, f"The manifest in {root}")
+        # The labels are shown to the user: a manifest must not make NPU Studio read files elsewhere.
+        labels_file = safe_child(root, labels_name, f"The labels file named by the manifest in {root}")
         return cls(
             model_path=model_path,
             labels=read_labels(labels_file),
