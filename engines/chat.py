@@ -45,6 +45,7 @@ __all__ = [
     "ChatModel",
     "ChatOptions",
     "Conversation",
+    "GenerationFailedError",
     "GenerationStats",
     "HeldSequence",
     "StopReason",
@@ -74,12 +75,14 @@ def generate_answer(
     on_text: TextCallback | None = None,
     cancel: CancelToken | None = None,
     clock: Clock = time.perf_counter,
+    tokens: list[int] | None = None,
 ) -> Answer:
     """Generate up to `max_new_tokens` from a generator that holds the prompt, streaming text through a
     `TokenizerStream` (which holds back incomplete UTF-8 sequences) and checking `cancel` before each
-    step. End-of-sequence tokens are not decoded into the text."""
+    step. End-of-sequence tokens are not decoded into the text. `tokens`, when given, collects the
+    generated ids as they come (the caller still has them if a step raises)."""
     stream = tokenizer.create_stream()
-    tokens: list[int] = []
+    tokens = tokens if tokens is not None else []
     pieces: list[str] = []
     first: float | None = None
     reason = StopReason.LENGTH
@@ -140,6 +143,16 @@ def turn_starts(messages: Sequence[ChatMessage]) -> list[int]:
 # --------------------------------------------------------------------------------------------
 # Model and conversation
 # --------------------------------------------------------------------------------------------
+
+
+class GenerationFailedError(GenerationError):
+    """Generation failed part-way. The conversation keeps the partial answer (stop reason ERROR);
+    `partial_text` and `stats` say what was generated before the failure."""
+
+    def __init__(self, message: str, hint: str, partial_text: str, stats: GenerationStats) -> None:
+        super().__init__(message, hint)
+        self.partial_text = partial_text
+        self.stats = stats
 
 
 class ChatModel:
@@ -407,16 +420,28 @@ class Conversation:
             answer = Answer((), "", StopReason.CANCELLED, None, time.perf_counter())
             prefill, prefill_started = 0, answer.finished_at
         else:
+            pieces: list[str] = []
+            answer_tokens: list[int] = []
+            first_token_at: list[float] = []
+
+            def collect(piece: str) -> None:
+                if not first_token_at:
+                    first_token_at.append(time.perf_counter())
+                pieces.append(piece)
+                if on_text is not None:
+                    on_text(piece)
+
+            prefill, prefill_started = 0, time.perf_counter()
             try:
-                prefill_started = time.perf_counter()
                 prefill = self._sync(prompt, prompt_text)
                 answer = generate_answer(
                     self._generator,
                     model.tokenizer,
                     max_new_tokens=budget,
                     eos_token_ids=model.eos_token_ids,
-                    on_text=on_text,
+                    on_text=collect,
                     cancel=cancel,
+                    tokens=answer_tokens,
                 )
                 sequence = [int(t) for t in self._generator.get_sequence(0)]
                 generated = sequence[len(prompt) :]
@@ -424,11 +449,22 @@ class Conversation:
             except StudioError:
                 raise
             except Exception as exc:
+                # The partial answer stays in the transcript (the user saw it); the next turn starts a
+                # fresh generator from the rendered conversation.
                 self._drop_generator()
-                self._messages = [*messages, ChatMessage("assistant", "", StopReason.ERROR)]
+                partial = "".join(pieces)
+                self._messages = [*messages, ChatMessage("assistant", partial, StopReason.ERROR)]
                 self._context_start = start
                 error = failures.explain(exc, model.ep)
-                raise GenerationError(f"Generation failed: {error.message}", error.hint) from exc
+                failed = Answer(
+                    tuple(answer_tokens),
+                    partial,
+                    StopReason.ERROR,
+                    first_token_at[0] if first_token_at else None,
+                    time.perf_counter(),
+                )
+                stats = _stats(self, prompt, prefill, failed, StopReason.ERROR, dropped, started, prefill_started)
+                raise GenerationFailedError(f"Generation failed: {error.message}", error.hint, partial, stats) from exc
             # A stream holding back an incomplete UTF-8 character leaves the answer's text inexact.
             self._held.add_answer(sequence, answer.text if exact else None)
         reason = answer.stop_reason

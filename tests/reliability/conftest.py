@@ -82,6 +82,8 @@ def shorten(text: str, basetemp: str) -> str:
     text = str(text)
     if basetemp:
         text = re.sub(re.escape(basetemp) + r"[/\\][^/\\\s'\")]+", "<tmp>", text)
+    text = re.sub(r"\b\d{8}-\d{6}\b", "<time>", text)  # backup names: settings.json.bad-20260101-120000
+    text = re.sub(r"(\.import-[^/\\\s]+-)[a-z0-9_]{8}\b", r"\1<random>", text)  # tempfile.mkdtemp suffixes
     return text.replace(str(REPO), "<repo>")
 
 
@@ -194,6 +196,29 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     terminalreporter.section("reliability")
     for name, value in state.measurements.items():
         terminalreporter.write_line(f"{name}: {value}")
+
+
+# --- CLI runs in one process ------------------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cli_logging() -> Generator[None, None, None]:
+    """Each in-process `app.cli.run` sets logging up once per process, on the stderr of the moment (a
+    capture that is closed by the next test): start every test from the logging it found."""
+    import logging
+
+    from app import logs
+
+    root = logging.getLogger()
+    handlers, level, configured = list(root.handlers), root.level, logs._configured
+    logs._configured = False
+    yield
+    for handler in root.handlers:
+        if handler not in handlers:
+            root.removeHandler(handler)
+            handler.close()
+    root.setLevel(level)
+    logs._configured = configured
 
 
 # --- proving "before any native load" -------------------------------------------------------------
