@@ -112,13 +112,7 @@ def seed_history(conversation: Any, history: History) -> None:
         for role, text in history
         if role in ("user", "assistant")
     ]
-    restore = getattr(conversation, "restore", None)
-    if callable(restore):
-        restore(messages)
-        return
-    # engines.chat has no public way to resume a stored conversation yet; its transcript is plain data.
-    conversation._messages = messages
-    conversation._context_start = 0
+    conversation.restore(messages)
 
 
 def error_payload(exc: BaseException) -> dict[str, str]:

@@ -295,6 +295,20 @@ class Conversation:
             self._messages.clear()
             self._context_start = 0
 
+    def restore(self, messages: Sequence[ChatMessage]) -> None:
+        """Resume a stored conversation: its turns become the history, and the next turn prefills them
+        once (later turns append only their own tokens again)."""
+        for message in messages:
+            if message.role not in ("user", "assistant"):
+                raise GenerationError(
+                    f"A stored message has the role '{message.role}'; only user and assistant turns resume.",
+                    "Start a new conversation.",
+                )
+        with self._exclusive():
+            self._drop_generator()
+            self._messages = list(messages)
+            self._context_start = 0
+
     def close(self) -> None:
         with self._exclusive():
             self._drop_generator()

@@ -463,3 +463,25 @@ def test_conversations_are_independent(model: ChatModel) -> None:
     b.send("to b again")
     stats = a.send("to a again")
     assert stats.prefill_tokens < stats.prompt_tokens and len(a.messages) == 4 and len(b.messages) == 4
+
+
+def test_a_stored_conversation_resumes_and_then_appends_only_new_turns(model: ChatModel) -> None:
+    original = conversation(model)
+    original.send("first question")
+    original.send("second question")
+    stored = list(original.messages)
+
+    resumed = conversation(model)
+    resumed.restore(stored)
+    assert list(resumed.messages) == stored
+    first = resumed.send("third question")
+    assert questions(resumed) == ["first question", "second question", "third question"]
+    assert first.prefill_tokens == first.prompt_tokens  # the history is prefilled once, on resuming
+    assert visible(model, sequence(resumed)).startswith(f"system\n{SYSTEM}\nuser\nfirst question\n")
+    second = resumed.send("fourth question")
+    assert second.prefill_tokens < second.prompt_tokens - first.prompt_tokens + 12  # only the new turn
+
+
+def test_restore_refuses_unknown_roles(model: ChatModel) -> None:
+    with pytest.raises(GenerationError, match="role 'system'"):
+        conversation(model).restore([ChatMessage("system", "x")])
