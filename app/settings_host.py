@@ -1,0 +1,262 @@
+"""The Settings view's host: the compiled-model (EPContext) cache and the diagnostics export, in a
+worker thread, so neither walking the cache folder, deleting compiled models nor running the doctor
+ever blocks the window.
+
+The settings themselves (theme, downloads, system prompt) are plain values the composition root
+(app.gui) keeps and saves; this module only does the slow, disk- and runtime-bound work.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal, Slot
+
+from app import paths
+from app.hosts import Host, Worker
+from app.qtcompat import emit
+from engines.errors import StorageError
+
+log = logging.getLogger(__name__)
+
+SAMPLE_SUFFIXES = {".png", ".jpg", ".jpeg"}
+DOCTOR_RUNS = 10  # timed classifier calls per device: enough for a median, quick enough to wait for
+
+
+@dataclass(frozen=True)
+class CacheListing:
+    """The compiled-model cache as the Settings view shows it."""
+
+    folder: str
+    entries: tuple[Any, ...]  # engines.compiled_cache.CacheEntry, newest first
+    total_bytes: int
+
+
+@dataclass(frozen=True)
+class CacheRemoval:
+    """What a "Remove selected" or "Clear all" did."""
+
+    removed: int
+    freed_bytes: int
+    kept: tuple[str, ...] = ()  # model names that could not be deleted (a file still in use)
+    cleared: bool = False  # "Clear all" (True) or "Remove selected"
+
+
+@dataclass(frozen=True)
+class DiagnosticsExport:
+    """A finished diagnostics export."""
+
+    path: str
+    summary: str  # "2 ok, 1 skipped, 2 unavailable"
+    failed_checks: int
+    seconds: float
+
+
+def default_places() -> dict[str, str]:
+    """The folders (and the log file) the Settings view shows and opens."""
+    from app.logs import log_file
+    from app.settings import settings_path
+
+    return {
+        "data": str(paths.data_dir()),
+        "logs": str(paths.log_dir()),
+        "cache": str(paths.cache_dir()),
+        "compiled": str(paths.compiled_cache_dir()),
+        "log_file": log_file(),
+        "settings_file": str(settings_path()),
+    }
+
+
+def installed_classifier(folder: Path | None) -> Path | None:
+    """The classifier folder for the doctor's classifier check, when it is a complete model folder."""
+    if folder is not None and (folder / "manifest.json").is_file():
+        return folder
+    return None
+
+
+def _copy_into_place(source: Path, target: Path) -> None:
+    """Copy `source` to `target` through a temporary name, so a failed copy leaves no half zip."""
+    partial = target.with_name(target.name + ".part")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, partial)
+        os.replace(partial, target)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            partial.unlink()
+        raise StorageError(
+            f"The diagnostics zip could not be written to {target}: {exc.strerror or exc}.",
+            "Choose another folder (one you can write to, with some free space) and export again.",
+        ) from exc
+
+
+class SettingsWorker(Worker):
+    cache_listed = Signal(object)  # CacheListing
+    cache_removed = Signal(object)  # CacheRemoval
+    diagnostics_progress = Signal(str)
+    diagnostics_exported = Signal(object)  # DiagnosticsExport
+
+    def __init__(self, cache_root: Path | None = None, doctor: Callable[..., Any] | None = None) -> None:
+        super().__init__()
+        self._cache_root = cache_root
+        self._doctor = doctor
+
+    def _cache(self) -> Any:
+        from engines.compiled_cache import CompiledModelCache
+
+        return CompiledModelCache(self._cache_root if self._cache_root is not None else paths.compiled_cache_dir())
+
+    def _listing(self) -> CacheListing:
+        cache = self._cache()
+        return CacheListing(str(cache.root), tuple(cache.entries()), cache.total_bytes())
+
+    @Slot()
+    def list_cache(self) -> None:
+        self.run_job("listing compiled models", lambda: emit(self.cache_listed, self._listing()))
+
+    @Slot(object)
+    def remove_cache(self, digests: list[str]) -> None:
+        def job() -> None:
+            cache = self._cache()
+            # Only entries of the current listing are removed: a digest names a folder under the cache root.
+            known = {entry.digest: entry for entry in cache.entries()}
+            removed, freed, kept = 0, 0, []
+            for digest in digests:
+                entry = known.get(digest)
+                if entry is None:
+                    continue
+                if cache.remove(digest):
+                    removed += 1
+                    freed += entry.size_bytes
+                else:
+                    kept.append(entry.model_name or digest)
+            emit(self.cache_removed, CacheRemoval(removed, freed, tuple(kept)))
+            emit(self.cache_listed, self._listing())
+
+        self.run_job("removing compiled models", job)
+
+    @Slot()
+    def clear_cache(self) -> None:
+        def job() -> None:
+            cache = self._cache()
+            removed, freed = cache.clear()
+            left = self._listing()
+            kept = tuple(entry.model_name or entry.digest for entry in left.entries)
+            emit(self.cache_removed, CacheRemoval(removed, freed, kept, cleared=True))
+            emit(self.cache_listed, left)
+
+        self.run_job("clearing compiled models", job)
+
+    @Slot(str, str)
+    def export_diagnostics(self, target: str, classifier: str) -> None:
+        def job() -> None:
+            from app.commands.doctor import attachments
+            from engines.doctor import run_doctor, write_outputs
+
+            doctor = self._doctor or run_doctor
+
+            def progress(text: str) -> None:
+                emit(self.diagnostics_progress, text)
+                emit(self.status, f"Diagnostics: {text}")
+
+            started = time.perf_counter()
+            samples_dir = paths.assets_dir() / "samples"
+            samples = sorted(p for p in samples_dir.glob("*") if p.suffix.lower() in SAMPLE_SUFFIXES)
+            report = doctor(
+                classifier=Path(classifier) if classifier else None,
+                chat_model=None,
+                chat=None,  # the chat model stays in its own process; `npu-studio doctor` runs the chat check
+                samples=samples,
+                cache_dir=self._cache_root if self._cache_root is not None else paths.compiled_cache_dir(),
+                runs=DOCTOR_RUNS,
+                on_progress=progress,
+            )
+            progress("Writing the zip…")
+            with tempfile.TemporaryDirectory(prefix="npu-studio-diagnostics-") as tmp:
+                _text, _json, zip_path = write_outputs(report, Path(tmp), attachments())
+                _copy_into_place(zip_path, Path(target))
+            counts = report.counts()
+            summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+            log.info("diagnostics exported to %s (%s)", target, summary)
+            emit(
+                self.diagnostics_exported,
+                DiagnosticsExport(target, summary, counts.get("failed", 0), time.perf_counter() - started),
+            )
+
+        self.run_job("diagnostics export", job)
+
+
+class SettingsHost(Host):
+    worker: SettingsWorker
+    cache_listed = Signal(object)
+    cache_removed = Signal(object)
+    diagnostics_progress = Signal(str)
+    diagnostics_exported = Signal(object)
+    RELAYED = ("cache_listed", "cache_removed", "diagnostics_progress", "diagnostics_exported")
+
+    _list_cache = Signal()
+    _remove_cache = Signal(object)
+    _clear_cache = Signal()
+    _export = Signal(str, str)
+
+    def __init__(
+        self, cache_root: Path | None = None, doctor: Callable[..., Any] | None = None, parent: QObject | None = None
+    ) -> None:
+        worker = SettingsWorker(cache_root, doctor)
+        super().__init__(worker, "settings-host", parent)
+        self.worker = worker
+        self._list_cache.connect(worker.list_cache)
+        self._remove_cache.connect(worker.remove_cache)
+        self._clear_cache.connect(worker.clear_cache)
+        self._export.connect(worker.export_diagnostics)
+
+    def list_cache(self) -> None:
+        self.start()
+        emit(self._list_cache)
+
+    def remove_cache(self, digests: list[str]) -> None:
+        self.start()
+        emit(self._remove_cache, list(digests))
+
+    def clear_cache(self) -> None:
+        self.start()
+        emit(self._clear_cache)
+
+    def export_diagnostics(self, target: str, classifier: Path | None = None) -> None:
+        self.start()
+        emit(self._export, str(target), str(classifier) if classifier is not None else "")
+
+
+def wire_settings_view(
+    view: Any,
+    host: SettingsHost,
+    *,
+    classifier_folder: Callable[[], Path | None] = lambda: None,
+    places: dict[str, str] | None = None,
+    set_status: Callable[[str], None] | None = None,
+) -> None:
+    """Connect a SettingsView (passed in: app modules other than app.gui do not import ui) to its host:
+    the cache and diagnostics requests go to the worker, the results come back to the view."""
+    view.set_places(places if places is not None else default_places())
+    view.cache_refresh_requested.connect(host.list_cache)
+    view.cache_remove_requested.connect(host.remove_cache)
+    view.cache_clear_requested.connect(host.clear_cache)
+    view.diagnostics_requested.connect(
+        lambda target: host.export_diagnostics(target, installed_classifier(classifier_folder()))
+    )
+    host.cache_listed.connect(view.show_cache)
+    host.cache_removed.connect(view.show_cache_removed)
+    host.diagnostics_progress.connect(view.show_diagnostics_progress)
+    host.diagnostics_exported.connect(view.show_diagnostics_exported)
+    host.failed.connect(view.show_error)
+    if set_status is not None:
+        host.status.connect(set_status)
