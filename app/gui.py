@@ -30,6 +30,7 @@ from app.bench_host import BenchHost, wire_bench_view
 from app.hosts import ChatHost, DevicesHost, VisionHost
 from app.models_host import ModelsHost, wire_models_view
 from app.settings import Settings, load_settings, save_settings
+from app.settings_host import SettingsHost, wire_settings_view
 from app.storage import ConversationStore
 from engines.errors import ModelError, StorageError, StudioError
 from engines.types import DeviceChoice, short_ep_name
@@ -40,7 +41,9 @@ from ui.device_picker import DeviceChoiceModel
 from ui.devices_view import DevicesView
 from ui.main_window import MainWindow
 from ui.models_view import ModelsView
+from ui.settings_view import SettingsView
 from ui.theme import apply_theme
+from ui.widgets import Banner
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +99,9 @@ class Studio(QObject):
         self.chat = ChatHost(chat_loader)
         self.models = ModelsHost()
         self.bench = BenchHost()
-        self.hosts = (self.devices, self.vision, self.chat, self.models, self.bench)
+        self.settings_host = SettingsHost()
+        self.hosts = (self.devices, self.vision, self.chat, self.models, self.bench, self.settings_host)
+        self._save_banner: Banner | None = None
 
         self.window = MainWindow(__version__)
         self.devices_view = DevicesView(self.choice_model)
@@ -108,6 +113,30 @@ class Studio(QObject):
         self.window.add_view("devices", "Devices", "devices", self.devices_view)
         self.window.add_view("classify", "Classify", "classify", self.classify_view)
         self.window.add_view("chat", "Chat", "chat", self.chat_view)
+        # Settings: the settings view and its host (app/settings_host.py); the values live in self.settings.
+        # Built before the Benchmark wiring, which starts its worker (and so ONNX Runtime) straight away:
+        # everything built after it delays the first frame in a race with that import. Added to the sidebar last.
+        self.settings_view = SettingsView(
+            self.choice_model,
+            self.settings.theme,
+            self.settings.allow_downloads,
+            self.settings.system_prompt,
+            dict(self.settings.chat_options),
+        )
+        wire_settings_view(
+            self.settings_view,
+            self.settings_host,
+            classifier_folder=self.classifier_folder,
+            set_status=lambda t: self.window.set_status("settings", t),
+        )
+        self.settings_view.theme_changed.connect(self._on_theme_picked)
+        self.settings_view.allow_downloads_changed.connect(self._on_allow_downloads)
+        self.settings_view.system_prompt_changed.connect(self._on_default_prompt)
+        self.settings_view.chat_settings_requested.connect(self._show_chat_settings)
+        self.settings_view.save_retry_requested.connect(self.save_settings)
+        self.chat_view.settings_changed.connect(self.settings_view.show_chat_settings)
+        self.window.closing.connect(self.settings_view.flush)  # before the closing save (connected in _wire)
+        self.window.view_changed.connect(lambda key: self.settings_view.refresh_cache() if key == "settings" else None)
         # Benchmark: the bench view and its host (app/bench_host.py)
         self.bench_view = BenchView()
         self.window.add_view("benchmark", "Benchmark", "benchmark", self.bench_view)
@@ -124,7 +153,7 @@ class Studio(QObject):
             set_status=lambda t: self.window.set_status("models", t),
         )
         self.window.view_changed.connect(lambda key: self.models.refresh() if key == "models" else None)
-        self.window.add_placeholder("settings", "Settings", "settings", "Theme, folders and diagnostics. Coming soon.")
+        self.window.add_view("settings", "Settings", "settings", self.settings_view)
         for notice in (settings_notice, store_notice):
             if notice:
                 self.window.banners.show_message(notice, severity="warning")
@@ -334,8 +363,27 @@ class Studio(QObject):
         self.schedule_save()
 
     def _on_allow_downloads(self, allowed: bool) -> None:
+        changed = allowed != self.settings.allow_downloads
         self.settings.allow_downloads = allowed
-        self.schedule_save()
+        # One setting, two switches (Models and Settings): both show it. The Models switch re-enters here.
+        self.models_view.allow_box.setChecked(allowed)
+        self.settings_view.set_allow_downloads(allowed)
+        if changed:
+            self.save_settings()
+
+    def _on_theme_picked(self, theme: str) -> None:
+        self.settings.theme = theme
+        apply_theme(self.app, theme)
+        self.save_settings()
+
+    def _on_default_prompt(self, prompt: str) -> None:
+        self.settings.system_prompt = prompt
+        self.chat_view.panel.set_prompt(prompt)  # the Chat view's panel shows the same prompt
+        self.save_settings()
+
+    def _show_chat_settings(self) -> None:
+        self.window.show_view("chat")
+        self.chat_view.settings_button.setChecked(True)
 
     def _on_color_scheme_changed(self, *_: object) -> None:
         if self.settings.theme == "system":
@@ -355,9 +403,17 @@ class Studio(QObject):
         try:
             save_settings(self.settings)
         except StorageError as exc:
-            self.window.banners.show_error(exc, severity="warning")
+            self._save_banner = self.window.banners.show_error(exc, severity="warning")
+            self._save_banner.closed.connect(self._forget_save_banner)
+            self.settings_view.show_save_failed(exc)  # keeps the values, offers a retry
             return False
+        if self._save_banner is not None:
+            self._save_banner.dismiss()
+        self.settings_view.show_saved()
         return True
+
+    def _forget_save_banner(self) -> None:
+        self._save_banner = None
 
     def _capture_window(self, settings: Settings) -> None:
         settings.window_geometry = bytes(self.window.saveGeometry().toBase64().data()).decode("ascii")
