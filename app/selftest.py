@@ -80,6 +80,7 @@ class SelfTest(QObject):
         yield from self._step("classify", self._classify)
         yield from self._step("chat", self._chat)
         yield from self._step("benchmark", self._benchmark)
+        yield from self._step("settings", self._settings)
         yield from self._step("views", self._other_views)
         yield from self._step("no uncaught errors", self._no_crashes)
         passed = all(step["passed"] for step in self.steps)
@@ -294,10 +295,36 @@ class SelfTest(QObject):
         shot = yield from self._screenshot("benchmark")
         return {"seconds": round(run.seconds, 1), "measured": sum(r.ok for r in run.results), "screenshot": shot}
 
+    def _settings(self) -> Waiting:
+        """The Settings view: the compiled-model cache listed, and a diagnostics zip exported."""
+        import zipfile
+
+        view = self.studio.settings_view
+        self.studio.window.show_view("settings")
+        yield from self._wait(lambda: view.listing is not None and not view.cache_busy, "the compiled models", 30)
+        if not view.log_file_label.path:
+            raise SelfTestFailure("the Settings view shows no log file")
+        target = paths.data_dir() / "diagnostics" / "self-test-diagnostics.zip"
+        view.choose_zip = lambda: str(target)
+        view.export_button.click()
+        yield from self._wait(lambda: not view.diagnostics_busy, "the diagnostics export", 120)
+        if view.last_export != str(target) or not target.is_file():
+            raise SelfTestFailure(f"no diagnostics zip: {'; '.join(view.banners.messages()) or 'nothing reported'}")
+        with zipfile.ZipFile(target) as bundle:
+            names = bundle.namelist()
+        if "report.txt" not in names:
+            raise SelfTestFailure(f"the diagnostics zip has no report ({', '.join(names)})")
+        shot = yield from self._screenshot("settings")
+        return {
+            "compiled_models": len(view.listing.entries),
+            "diagnostics": {"zip": str(target), "files": names},
+            "screenshot": shot,
+        }
+
     def _other_views(self) -> Waiting:
         shots = []
         for key in self.studio.window.view_keys():
-            if key in ("devices", "classify", "chat", "benchmark"):
+            if key in ("devices", "classify", "chat", "benchmark", "settings"):
                 continue
             self.studio.window.show_view(key)
             shots.append((yield from self._screenshot(key)))
