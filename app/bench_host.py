@@ -182,5 +182,11 @@ def wire_bench_view(view: Any, host: BenchHost, set_status: Callable[[str], None
     host.status.connect(view.show_status)  # a view slot: runs in the GUI thread
     if set_status is not None:
         view.status_changed.connect(set_status)
+    # Models and history load when the view is shown (`load_bench_view`, called by app.gui): starting the
+    # worker here would import ONNX Runtime while the main window is still being put on screen.
+
+
+def load_bench_view(host: BenchHost) -> None:
+    """Fill the view: the models to choose from and the run history (in the worker)."""
     host.list_models()
     host.load_history()

@@ -26,7 +26,7 @@ from PySide6.QtCore import QByteArray, QObject, Qt, QTimer
 from PySide6.QtWidgets import QApplication, QMessageBox
 
 from app import __version__, paths
-from app.bench_host import BenchHost, wire_bench_view
+from app.bench_host import BenchHost, load_bench_view, wire_bench_view
 from app.hosts import ChatHost, DevicesHost, VisionHost
 from app.models_host import ModelsHost, wire_models_view
 from app.settings import Settings, load_settings, save_settings
@@ -141,7 +141,7 @@ class Studio(QObject):
         self.bench_view = BenchView()
         self.window.add_view("benchmark", "Benchmark", "benchmark", self.bench_view)
         wire_bench_view(self.bench_view, self.bench, set_status=lambda t: self.window.set_status("bench", t))
-        self.window.view_changed.connect(lambda key: self.bench.list_models() if key == "benchmark" else None)
+        self.window.view_changed.connect(self._on_bench_shown)
         # Models: the library view and its host (app/models_host.py)
         self.models_view = ModelsView(self.settings.allow_downloads)
         self.window.add_view("models", "Models", "models", self.models_view)
@@ -236,6 +236,10 @@ class Studio(QObject):
         stop.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
         stop.triggered.connect(self.stop_current)
         w.addAction(stop)
+
+    def _on_bench_shown(self, key: str) -> None:
+        if key == "benchmark":
+            load_bench_view(self.bench)
 
     def _restore_window(self) -> None:
         w = self.window

@@ -14,7 +14,7 @@ from PySide6.QtCore import QObject
 from PySide6.QtGui import QImage
 
 from app.bench_history import BenchHistory
-from app.bench_host import BenchHost, wire_bench_view
+from app.bench_host import BenchHost, load_bench_view, wire_bench_view
 from engines.bench_data import BenchModel, BenchProgress, BenchRun, DeviceResult, LatencyStats
 from engines.errors import CancelledError, StudioError
 from engines.types import CancelToken
@@ -53,6 +53,7 @@ def make_view(qtbot: Any, tmp_path: Path) -> Iterator[Callable[..., tuple[BenchV
         hosts.append(host)
         listed, loaded = Spy(host.models_listed), Spy(host.history_loaded)
         wire_bench_view(view, host)
+        load_bench_view(host)
         qtbot.waitUntil(lambda: bool(listed.calls and loaded.calls), timeout=10_000)
         return view, host
 
