@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -41,6 +42,22 @@ def demo_chat_model() -> Path:
     """The real SmolLM2-135M-Instruct demo model in onnxruntime-genai format."""
     _build_demo("chat")
     return MODELS / "smollm2-135m-instruct"
+
+
+@pytest.fixture
+def fake_runtime() -> Iterator[Callable[[Any], Any]]:
+    """`fake_runtime(FakeOrt(...))` puts a fake onnxruntime at the engines' runtime boundary for one test;
+    the real one (and a clean plugin registry) is back afterwards."""
+    from engines import devices, runtime
+
+    def install(fake: Any) -> Any:
+        devices.reset_registrations()
+        runtime.use_fake(fake)
+        return fake
+
+    yield install
+    runtime.use_fake(None)
+    devices.reset_registrations()
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -20,7 +20,6 @@ from app import bench_history
 from app.bench_history import BenchHistory
 from app.cli import run as cli
 from app.commands.bench import ProgressBar
-from engines import devices, runtime
 from engines.bench import interleave, model_kind, run_benchmark
 from engines.bench_data import (
     CSV_COLUMNS,
@@ -282,15 +281,12 @@ def runnable(fake: FakeOrt) -> FakeOrt:
 
 
 @pytest.fixture
-def use() -> Iterator[Callable[[FakeOrt], FakeOrt]]:
+def use(fake_runtime: Callable[[FakeOrt], FakeOrt]) -> Callable[[FakeOrt], FakeOrt]:
     def install(fake: FakeOrt) -> FakeOrt:
-        devices.reset_registrations()
-        runtime.use_fake(runnable(fake))
+        fake_runtime(runnable(fake))
         return fake
 
-    yield install
-    runtime.use_fake(None)
-    devices.reset_registrations()
+    return install
 
 
 @pytest.fixture

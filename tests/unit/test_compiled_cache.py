@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from engines import devices, runtime
+from engines import devices
 from engines.compiled_cache import (
     CONTEXT_MODEL_NAME,
     SIDECAR_NAME,
@@ -168,13 +168,8 @@ class FakeQnnOrt:
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeQnnOrt]:
-    ort = FakeQnnOrt()
-    devices.reset_registrations()
-    runtime.use_fake(ort)
-    yield ort
-    runtime.use_fake(None)
-    devices.reset_registrations()
+def fake(fake_runtime: Callable[[FakeQnnOrt], FakeQnnOrt]) -> FakeQnnOrt:
+    return fake_runtime(FakeQnnOrt())
 
 
 @pytest.fixture

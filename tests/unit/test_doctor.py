@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -14,7 +13,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from engines import devices, doctor, runtime
+from engines import devices, doctor
 from engines.doctor import (
     PROBE_MODEL,
     DoctorReport,
@@ -224,15 +223,8 @@ class FakeMachine:
 
 
 @pytest.fixture
-def machine() -> Iterator[Any]:
-    def install(fake: FakeMachine) -> FakeMachine:
-        devices.reset_registrations()
-        runtime.use_fake(fake)
-        return fake
-
-    yield install
-    runtime.use_fake(None)
-    devices.reset_registrations()
+def machine(fake_runtime: Any) -> Any:
+    return fake_runtime
 
 
 def test_on_a_snapdragon_the_npu_probe_compiles_once_and_a_removed_gpu_is_a_readable_failure(

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from engines import devices, runtime
+from engines import devices
 from engines.errors import DeviceUnavailableError, PlacementError, SessionCreationError
 from engines.sessions import SessionSettings, create_session
 from engines.types import DeviceChoice, DeviceType
@@ -24,15 +24,8 @@ def model(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def use() -> Iterator[Install]:
-    def install(fake: FakeOrt) -> FakeOrt:
-        devices.reset_registrations()
-        runtime.use_fake(fake)
-        return fake
-
-    yield install
-    runtime.use_fake(None)
-    devices.reset_registrations()
+def use(fake_runtime: Install) -> Install:
+    return fake_runtime
 
 
 def test_snapdragon_discovery_registers_the_qnn_plugin_and_lists_the_npu(use: Install) -> None:
