@@ -100,6 +100,7 @@ def model_info(model: Any, folder: str) -> dict[str, Any]:
         "device": getattr(model, "device", "") or "",
         "placement": model.placement,
         "context_length": int(model.context_window(defaults)) if hasattr(model, "context_window") else 0,
+        "memory_notice": str(getattr(model, "memory_notice", "") or ""),
     }
 
 

@@ -167,6 +167,7 @@ class ChatModel:
         eos = {int(t) for t in getattr(tokenizer, "eos_token_ids", ()) or ()}
         self.eos_token_ids = frozenset(eos)
         self._bos = _adds_bos(tokenizer)
+        self.memory_notice = ""  # set when the model may not fit comfortably in free RAM
 
     def encode(self, text: str, continuation: bool = False) -> list[int]:
         """Token ids of `text`; a continuation gets no beginning-of-sequence token."""
@@ -184,10 +185,20 @@ class ChatModel:
         choice: DeviceChoice | None = None,
         *,
         available: frozenset[str] | None = None,
+        check_memory: bool = True,
     ) -> ChatModel:
-        """Validate the folder, configure the providers, load model and tokenizer, check the template."""
+        """Validate the folder, check it fits in memory, configure the providers, load model and tokenizer,
+        check the template. A model that cannot fit in this machine's RAM is refused before loading."""
+        from engines.library import MAY_BE_SLOW, WONT_FIT, estimate_fit
+
         choice = choice or DeviceChoice()
         info = validate_model_folder(folder)
+        fit = estimate_fit(Path(info.path))
+        if check_memory and fit.verdict == WONT_FIT:
+            raise ModelError(
+                f"{info.name} needs more memory than this machine has: {fit.message()}",
+                "Choose a smaller model (an int4 variant) or a shorter context.",
+            )
         plan = plan_providers(info, choice, available if available is not None else available_providers())
         og = genai()
         model, plan = load_native_model(og, info, plan, strict=choice.strict)
@@ -199,6 +210,7 @@ class ChatModel:
                 "Copy tokenizer.json and tokenizer_config.json from the model's source again.",
             ) from exc
         loaded = cls(info, plan, model, tokenizer)
+        loaded.memory_notice = fit.message() if fit.verdict == MAY_BE_SLOW else ""
         render_prompt(tokenizer, "", [ChatMessage("user", "Hi")])  # a missing template fails here, not mid-chat
         if plan.fell_back:
             log.info("chat model %s runs on the CPU: %s", info.name, plan.reason)

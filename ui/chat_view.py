@@ -519,6 +519,10 @@ class ChatView(QWidget):
             self.banners.show_message(
                 f"The chat model runs on {where}: {placement.reason}", "Pick another device to try again.", "warning"
             )
+        if info.get("memory_notice"):
+            self.banners.show_message(
+                f"Memory: {info['memory_notice']}", "Close other apps, or use a shorter context.", "warning"
+            )
         defaults = info.get("default_options")
         if isinstance(defaults, dict):
             self.panel.set_defaults(defaults)

@@ -150,6 +150,8 @@ def run(args: argparse.Namespace) -> int:
     conversation = model.new_conversation(args.system, options)
     if model.plan.fell_back:
         print(f"note: running on the CPU: {model.plan.reason}", file=sys.stderr)
+    if model.memory_notice:
+        print(f"note: {model.memory_notice}", file=sys.stderr)
     if args.prompt is not None:
         if args.json:
             stats = answer(conversation, conversation.send, args.prompt)

@@ -23,7 +23,7 @@ from engines.chat import (
     generate_answer,
     render_prompt,
 )
-from engines.errors import GenerationError
+from engines.errors import GenerationError, ModelError
 from engines.types import CPU_EP, CancelToken, DeviceChoice
 
 SYSTEM = "You are a test."
@@ -485,3 +485,29 @@ def test_a_stored_conversation_resumes_and_then_appends_only_new_turns(model: Ch
 def test_restore_refuses_unknown_roles(model: ChatModel) -> None:
     with pytest.raises(GenerationError, match="role 'system'"):
         conversation(model).restore([ChatMessage("system", "x")])
+
+
+def test_a_model_that_cannot_fit_in_memory_is_refused_before_loading(
+    tiny_llm: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import engines.library
+
+    monkeypatch.setattr(engines.library, "system_memory", lambda: (1_000, 2_000))  # a 2 kB machine
+    monkeypatch.setattr("engines.chat.load_native_model", _must_not_load)
+    with pytest.raises(ModelError, match="needs more memory than this machine has"):
+        ChatModel.load(tiny_llm, DeviceChoice.parse("cpu"))
+
+
+def test_a_tight_fit_loads_with_a_notice(tiny_llm: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import engines.library
+
+    needed = engines.library.estimate_fit(tiny_llm, memory=(10**12, 10**12)).needed_bytes
+    monkeypatch.setattr(engines.library, "system_memory", lambda: (needed, needed * 4))  # fits, barely
+    loaded = ChatModel.load(tiny_llm, DeviceChoice.parse("cpu"))
+    assert loaded.memory_notice.startswith("May be slow")
+    monkeypatch.setattr(engines.library, "system_memory", lambda: (needed * 100, needed * 100))
+    assert ChatModel.load(tiny_llm, DeviceChoice.parse("cpu")).memory_notice == ""
+
+
+def _must_not_load(*args: Any, **kwargs: Any) -> Any:
+    raise AssertionError("the model was loaded although it cannot fit")
