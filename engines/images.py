@@ -163,8 +163,9 @@ def _to_rgb(img: Image.Image) -> Image.Image:
         scaled = np.clip(arr * (255.0 / (65535.0 if top > 255 else 255.0)), 0, 255).astype(np.uint8)
         return Image.fromarray(scaled, mode="L").convert("RGB")
     if mode == "F":
-        arr = np.asarray(img, dtype=np.float64)
-        arr = np.where(np.isfinite(arr), arr, 0.0)  # NaN or infinite pixels (damaged float TIFFs)
+        with np.errstate(invalid="ignore"):  # NaN or infinite pixels (damaged float TIFFs) become 0
+            arr = np.asarray(img, dtype=np.float64)
+            arr = np.where(np.isfinite(arr), arr, 0.0)
         lo, hi = float(arr.min()), float(arr.max())
         scaled = ((arr - lo) * (255.0 / ((hi - lo) or 1.0))).astype(np.uint8)
         return Image.fromarray(scaled, mode="L").convert("RGB")

@@ -126,7 +126,7 @@ def recorded_cases(config: pytest.Config) -> list[Case]:
 def complete_run(config: pytest.Config) -> bool:
     """Did this session collect and run every reliability test (so the report may be written)?"""
     state = config.stash[_STATE]
-    files = {p.name for p in HERE.glob("test_*.py")}
+    files = {p.relative_to(HERE).as_posix() for p in HERE.rglob("test_*.py")}
     return (
         not state.deselected
         and files <= state.files
@@ -160,7 +160,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     for item in items:
         if _is_reliability(item):
             state.collected.add(item.nodeid)
-            state.files.add(Path(str(item.path)).name)
+            state.files.add(Path(str(item.path)).resolve().relative_to(HERE).as_posix())
     # The report check runs after every other test, so that it sees all their cases.
     last = [i for i in items if i.nodeid.endswith(REPORT_TEST)]
     items[:] = [i for i in items if i not in last] + last
@@ -213,7 +213,7 @@ def _fresh_cli_logging() -> Generator[None, None, None]:
     handlers, level, configured = list(root.handlers), root.level, logs._configured
     logs._configured = False
     yield
-    for handler in root.handlers:
+    for handler in list(root.handlers):
         if handler not in handlers:
             root.removeHandler(handler)
             handler.close()

@@ -23,6 +23,7 @@ from engines.errors import GenerationError
 from engines.retry import HEALTH
 from engines.types import CancelToken, DeviceChoice
 from tests.reliability.conftest import Recorder
+from tests.reliability.genai_faults import ScriptedGenai
 from tests.unit.fake_ort import directml_laptop, snapdragon
 from tests.unit.tiny_models import colour_classifier
 
@@ -111,7 +112,7 @@ def test_a_device_lost_mid_run_moves_the_work_or_stops_clearly(
         return
     out = json.loads(captured.out)
     labels = [r["top"][0]["label"] for r in out["results"] if not r["error"]]
-    notice = next(line for line in captured.err.splitlines() if words in line)
+    notice = next(line for line in captured.err.splitlines() if line.startswith("npu-studio:") and words in line)
     first = calls[0]
     now = out["placement"]["active_eps"][0]
     outcome = f"started on {first}; {len(labels)}/20 photos classified, ending on {now}; notice: {notice}"
@@ -124,42 +125,9 @@ def test_a_device_lost_mid_run_moves_the_work_or_stops_clearly(
 # --- a generator error mid-answer ------------------------------------------------------------------------
 
 
-class FailingGenai:
-    """The real onnxruntime_genai, except that generators fail on the `fail_at`-th token while armed."""
-
-    def __init__(self, real: Any, error: BaseException, fail_at: int) -> None:
-        self._real = real
-        self.error = error
-        self.fail_at = fail_at
-        self.armed = True
-        self.steps = 0
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._real, name)
-
-    def Generator(self, model: Any, params: Any) -> Any:  # the og API's name
-        return _FailingGenerator(self._real.Generator(model, params), self)
-
-
-class _FailingGenerator:
-    def __init__(self, inner: Any, owner: FailingGenai) -> None:
-        self._inner = inner
-        self._owner = owner
-
-    def generate_next_token(self) -> None:
-        owner = self._owner
-        owner.steps += 1
-        if owner.armed and owner.steps == owner.fail_at:
-            raise owner.error
-        self._inner.generate_next_token()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-
 @pytest.fixture
-def failing_genai() -> Iterator[type[FailingGenai]]:
-    yield FailingGenai
+def real_genai_after() -> Iterator[None]:
+    yield
     use_fake_genai(None)
 
 
@@ -191,10 +159,10 @@ def test_a_generator_error_mid_answer_keeps_the_partial_answer_and_the_next_turn
     error: BaseException,
     words: str,
     tiny_llm: Path,
-    failing_genai: type[FailingGenai],
+    real_genai_after: None,
     reliability: Recorder,
 ) -> None:
-    og = failing_genai(genai(), error, fail_at=6)
+    og = ScriptedGenai(genai(), error=error, fail_at=6)
     use_fake_genai(og)
     model = ChatModel.load(tiny_llm, DeviceChoice.parse("cpu"))
     conversation = model.new_conversation(options=ChatOptions(max_new_tokens=16))
