@@ -384,6 +384,72 @@ def test_close_during_a_download(
     assert library == []
 
 
+def test_close_during_a_model_verification(
+    make_studio: Callable[..., Any], qtbot: Any, monkeypatch: pytest.MonkeyPatch, reliability: Recorder
+) -> None:
+    """Re-hashing a model cannot be cancelled: the close waits for it (at most the hosts' shutdown
+    timeout; after that the app exits without waiting)."""
+    import engines.library as library
+
+    real_verify = library.verify_files
+    hashing = threading.Event()
+
+    def slow_verify(*args: Any, **kwargs: Any) -> Any:
+        hashing.set()
+        time.sleep(2.0)  # a few GB of weights
+        return real_verify(*args, **kwargs)
+
+    monkeypatch.setattr(library, "verify_files", slow_verify)
+    _user_colours()
+    studio = make_studio()
+    _show(studio, qtbot)
+    verified: list[Any] = []
+    studio.models.verified.connect(verified.append)
+    studio.models.verify("colours")
+    qtbot.waitUntil(hashing.is_set, timeout=TIMEOUT)
+    started = time.monotonic()
+    stopped, _ = _close(studio, qtbot)
+    waited = time.monotonic() - started > 1.0
+    extra = "the close waited for the re-hash to end" if waited else "the re-hash was stopped"
+    reliability.record(
+        CATEGORY,
+        "closing the window during a model verification (re-hashing)",
+        "closes; the re-hash (not cancellable) ends within the shutdown timeout, nothing is changed",
+        _closed_outcome(stopped, studio, extra),
+    )
+    assert stopped and _threads_stopped(studio)
+    assert verified == []  # nothing is delivered to a closed window
+
+
+def test_close_during_a_diagnostics_export(
+    make_studio: Callable[..., Any], qtbot: Any, tmp_path: Path, reliability: Recorder
+) -> None:
+    """The export runs the doctor (devices, a session on every device, a few runs); it is not
+    cancellable, so the close waits for it and the zip it writes is whole."""
+    import zipfile
+
+    _user_colours()
+    studio = make_studio()
+    _show(studio, qtbot)
+    progress: list[str] = []
+    studio.settings_host.diagnostics_progress.connect(progress.append)
+    target = tmp_path / "diagnostics.zip"
+    studio.settings_host.export_diagnostics(str(target), paths.user_models_dir() / "colours")
+    qtbot.waitUntil(lambda: bool(progress), timeout=TIMEOUT)
+    stopped, _ = _close(studio, qtbot)
+    whole = target.is_file() and zipfile.ZipFile(target).testzip() is None
+    leftovers = [p.name for p in tmp_path.iterdir() if p.name != "diagnostics.zip"]
+    extra = "the export finished first: the zip is whole" if whole else "NO WHOLE ZIP"
+    reliability.record(
+        CATEGORY,
+        "closing the window during a diagnostics export",
+        "closes; no half-written zip is left behind",
+        _closed_outcome(stopped, studio, extra + ("" if not leftovers else f"; left behind: {leftovers}")),
+    )
+    assert stopped and _threads_stopped(studio)
+    assert whole and leftovers == []
+
+
 # --- switching model during an answer --------------------------------------------------------------------
 
 
