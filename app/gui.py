@@ -268,6 +268,8 @@ class Studio(QObject):
         QTimer.singleShot(0, self._start_engines)
 
     def _start_engines(self) -> None:
+        if self._shut_down:  # the window closed before its first event-loop turn
+            return
         self.discover()
         if self.preload:
             self.load_classifier()

@@ -129,6 +129,9 @@ class Host(QObject):
             getattr(worker, signal).connect(getattr(self, signal))
 
     def start(self) -> None:
+        # After shutdown() nothing may start the thread again: nobody would stop it before exit.
+        if self.worker.closing.is_set():
+            return
         if not self.qthread.isRunning():
             self.qthread.start()
 

@@ -106,6 +106,8 @@ class ChatView(QWidget):
         self.store = store
         self.conversation: Conversation | None = None
         self.messages: list[Message] = []
+        # Answers the store refused (a read-only or full disk): kept on screen, stored when it works again.
+        self._unsaved: list[Message] = []
         self.generating = False
         self.answer_id: int | None = None
         self.answer_text = ""
@@ -376,6 +378,7 @@ class ChatView(QWidget):
             elif self.conversation.title == DEFAULT_TITLE and not self.messages:
                 self.store.rename(self.conversation.id, title_from(text))
                 self.conversation = self.store.get(self.conversation.id)
+            self._store_unsaved()
             history = self._history()
             user = self.store.add_message(self.conversation.id, "user", text)
         except StudioError as exc:
@@ -567,6 +570,8 @@ class ChatView(QWidget):
         if self.generating:
             if self.answer_id is not None:
                 self._save_answer(self.answer_text, "error", None)
+            elif self.answer_text:
+                self._keep_unsaved(self.answer_text, "error", {})
             self.generating = False
             self._reload_messages()
             self._render_all()
@@ -591,8 +596,11 @@ class ChatView(QWidget):
         text = str(stats.get("text", self.answer_text))
         self.answer_text = text
         data = {k: v for k, v in stats.items() if k != "text"}
+        stop_reason = str(stats.get("stop_reason", "cancelled" if state else "eos"))
         self._store_answer()
-        self._save_answer(text, str(stats.get("stop_reason", "cancelled" if state else "eos")), data)
+        if self.answer_id is None:
+            self._keep_unsaved(text, stop_reason, data)
+        self._save_answer(text, stop_reason, data)
         self.generating = False
         self._reload_messages()
         self._render_all()
@@ -619,10 +627,52 @@ class ChatView(QWidget):
     def _reload_messages(self) -> None:
         if self.conversation is None:
             return
+        self._store_unsaved()
         try:
             self.messages = self.store.messages(self.conversation.id)
         except StudioError as exc:
             self.banners.show_error(exc)
+            return
+        self.messages += [m for m in self._unsaved if m.conversation_id == self.conversation.id]
+
+    def _keep_unsaved(self, text: str, stop_reason: str, stats: dict[str, Any]) -> None:
+        """The store refused the answer: keep it in memory (and on screen) rather than lose it."""
+        if self.conversation is None or not text:
+            return
+        info = self.model_info
+        self._unsaved.append(
+            Message(
+                -1,
+                self.conversation.id,
+                "assistant",
+                text,
+                time.time(),
+                model=str(info.get("name", "")),
+                device=str(stats.get("device") or info.get("device", "")),
+                ep=str(stats.get("ep") or info.get("ep", "")),
+                stop_reason=stop_reason,
+                stats=stats,
+            )
+        )
+
+    def _store_unsaved(self) -> None:
+        """Store answers kept in memory while the disk refused them (before anything newer is stored)."""
+        still: list[Message] = []
+        for m in self._unsaved:
+            try:
+                self.store.add_message(
+                    m.conversation_id,
+                    "assistant",
+                    m.text,
+                    model=m.model,
+                    device=m.device,
+                    ep=m.ep,
+                    stop_reason=m.stop_reason,
+                    stats=m.stats,
+                )
+            except StudioError:
+                still.append(m)
+        self._unsaved = still
 
     def _entry(self, message: Message, index: int) -> Entry:
         last_user = self._last_user()
