@@ -8,11 +8,7 @@ user meets them, with the message they see.)"""
 from __future__ import annotations
 
 import errno
-import os
 import sqlite3
-import subprocess
-import sys
-import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,7 +19,8 @@ from app import settings as settings_mod
 from app.settings import Settings, load_settings, save_settings, settings_path
 from app.storage import ConversationStore
 from engines.errors import StorageError
-from tests.reliability.conftest import REPO, Recorder
+from tests.fixtures.crashes import KILL_MID_SETTINGS_WRITE, kill_at_commit, run_child
+from tests.reliability.conftest import Recorder
 
 CATEGORY = "Storage"
 
@@ -112,33 +109,12 @@ def test_a_failed_settings_save_keeps_everything_and_can_be_retried(
 # --- crashes ------------------------------------------------------------------------------------------
 
 
-def _child(code: str, home: Path) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, NPU_STUDIO_HOME=str(home), PYTHONPATH=str(REPO))
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], env=env, cwd=REPO, capture_output=True, text=True, timeout=120
-    )
+_child = run_child
 
 
 def test_killed_while_saving_settings(_isolated_home: Path, reliability: Recorder) -> None:
     save_settings(_custom())
-    code = """
-    import os
-    from app import settings as s
-    real_fdopen = os.fdopen
-    class Dying:
-        def __init__(self, fd, *a, **k):
-            self._f = real_fdopen(fd, *a, **k)
-        def __enter__(self):
-            return self
-        def __exit__(self, *a):
-            pass
-        def write(self, data):
-            self._f.write(data[: len(data) // 2])
-            self._f.flush()
-            os._exit(1)  # killed with half the new settings on disk
-    s.os.fdopen = Dying
-    s.save_settings(s.Settings(theme="light", top_k=9))
-    """
+    code = KILL_MID_SETTINGS_WRITE
     result = _child(code, _isolated_home)
     settings, notice = load_settings()
     same = "the previous settings, unchanged" if settings == _custom() else "CHANGED settings"
@@ -149,22 +125,7 @@ def test_killed_while_saving_settings(_isolated_home: Path, reliability: Recorde
 
 
 def test_killed_before_a_conversation_write_commits(_isolated_home: Path, reliability: Recorder) -> None:
-    code = """
-    import os
-    from app.storage import ConversationStore
-    store = ConversationStore()
-    c = store.create("crash test")
-    for i in range(3):
-        store.add_message(c.id, "user", f"committed {i}")
-    db = store._require_open()
-    real = db.execute
-    def die_at_commit(sql, params=()):
-        if sql == "COMMIT":
-            os._exit(1)
-        return real(sql, params)
-    db.execute = die_at_commit
-    store.add_message(c.id, "assistant", "uncommitted " * 200_000)
-    """
+    code = kill_at_commit(200_000)
     result = _child(code, _isolated_home)
     with ConversationStore() as store:
         [conversation] = store.list()

@@ -6,9 +6,6 @@ import dataclasses
 import errno
 import json
 import os
-import subprocess
-import sys
-import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +23,7 @@ from app.settings import (
     settings_path,
 )
 from engines.errors import StorageError
+from tests.fixtures.crashes import KILL_BEFORE_SETTINGS_REPLACE, KILL_MID_SETTINGS_WRITE, run_child
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -372,11 +370,7 @@ def test_unstorable_value_is_a_storage_error_not_a_crash() -> None:
     assert not settings_path().exists()
 
 
-def _run_child(code: str, home: Path) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, NPU_STUDIO_HOME=str(home), PYTHONPATH=str(REPO))
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], env=env, cwd=REPO, capture_output=True, text=True, timeout=60
-    )
+_run_child = run_child
 
 
 @pytest.mark.parametrize("moment", ["after_tmp_written", "mid_write"])
@@ -386,30 +380,7 @@ def test_process_killed_mid_save_leaves_the_old_file_loadable(studio_home: Path,
     path = settings_path()
     before = path.read_bytes()
 
-    code = f"""
-    import os
-    from app import settings as s
-    moment = {moment!r}
-    if moment == "after_tmp_written":
-        def die(*args):
-            os._exit(1)  # killed between the fsynced tmp file and the replace
-        s.os.replace = die
-    else:
-        real_fdopen = os.fdopen
-        class Dying:
-            def __init__(self, fd, *a, **k):
-                self._f = real_fdopen(fd, *a, **k)
-            def __enter__(self):
-                return self
-            def __exit__(self, *a):
-                pass
-            def write(self, data):
-                self._f.write(data[: len(data) // 2])
-                self._f.flush()
-                os._exit(1)  # killed with half the new content on disk
-        s.os.fdopen = Dying
-    s.save_settings(s.Settings(theme="light", top_k=9))
-    """
+    code = KILL_BEFORE_SETTINGS_REPLACE if moment == "after_tmp_written" else KILL_MID_SETTINGS_WRITE
     result = _run_child(code, studio_home)
     assert result.returncode == 1, result.stderr
 

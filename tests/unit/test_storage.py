@@ -19,6 +19,7 @@ import pytest
 from app import storage as storage_mod
 from app.storage import DB_FILE_NAME, ConversationStore, Message, schema_version
 from engines.errors import StorageError
+from tests.fixtures.crashes import kill_at_commit
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -609,23 +610,8 @@ def _child(code: str, home: Path, **kwargs: Any) -> subprocess.Popen[str]:
 
 
 def test_process_killed_before_commit_leaves_committed_messages_intact(studio_home: Path, db_path: Path) -> None:
-    code = """
-    import os
-    from app.storage import ConversationStore
-    store = ConversationStore()
-    c = store.create("crash test")
-    for i in range(3):
-        store.add_message(c.id, "user", f"committed {i}")
-    db = store._require_open()
-    real = db.execute
-    def die_at_commit(sql, params=()):
-        if sql == "COMMIT":
-            os._exit(1)  # the process dies with the transaction written but not committed
-        return real(sql, params)
-    db.execute = die_at_commit
     # large enough to spill uncommitted pages into the WAL file before the commit
-    store.add_message(c.id, "assistant", "uncommitted " * 500_000)
-    """
+    code = kill_at_commit(500_000)
     child = _child(code, studio_home)
     _, err = child.communicate(timeout=120)
     assert child.returncode == 1, err
