@@ -346,15 +346,7 @@ def _bench_vision(
     overhead_ms, ratio = paired_overhead(measured.engine_ms, measured.raw_ms) if raw is not None else (None, None)
     placement = measured.placement
     return DeviceResult(
-        model=folder.name,
-        kind=VISION,
-        device=device.value,
-        status=OK,
-        ep=ep,
-        ran_on=placement.ran_on(),
-        fell_back=placement.fell_back,
-        fallback_reason=placement.reason if placement.fell_back else "",
-        placement=placement.as_dict(),
+        **_measured_on(folder, VISION, device, ep, placement),
         sessions=sessions,
         latency_unit="ms per image",
         latency=engine,
@@ -448,6 +440,21 @@ def _measure_classifier(
     )
 
 
+def _measured_on(folder: Path, kind: str, device: DeviceType, ep: str, placement: Placement) -> dict[str, Any]:
+    """The fields every measured result shares: what ran, and where it really ran."""
+    return {
+        "model": folder.name,
+        "kind": kind,
+        "device": device.value,
+        "status": OK,
+        "ep": ep,
+        "ran_on": placement.ran_on(),
+        "fell_back": placement.fell_back,
+        "fallback_reason": placement.reason if placement.fell_back else "",
+        "placement": placement.as_dict(),
+    }
+
+
 def _session_note(ep: str, first_status: str) -> str:
     if ep == CPU_EP:
         return (
@@ -539,15 +546,7 @@ def _bench_chat(
     if chat.decode_tokens < 2 * config.chat_rounds:
         notes.append("The model ended its answers almost at once; try a prompt that asks for a longer answer.")
     return DeviceResult(
-        model=folder.name,
-        kind=CHAT,
-        device=device.value,
-        status=OK,
-        ep=ep,
-        ran_on=placement.ran_on(),
-        fell_back=placement.fell_back,
-        fallback_reason=placement.reason if placement.fell_back else "",
-        placement=placement.as_dict(),
+        **_measured_on(folder, CHAT, device, ep, placement),
         sessions=sessions,
         latency_unit="ms per token",
         latency=LatencyStats.of(samples) if samples else None,
