@@ -306,7 +306,9 @@ class Studio(QObject):
         if not folder.is_dir():
             self.classify_view.show_error(missing_model_error(self.settings.classifier, "image classifier"))
             return
-        self.vision.classify(paths_, folder, self.choice_model.choice(), self.settings.top_k)
+        choice = self.choice_model.choice()
+        self._last_classify: tuple[Any, ...] = ("paths", list(paths_), folder, choice)
+        self.vision.classify(paths_, folder, choice, self.settings.top_k)
         self._remember_open_dir()
 
     def _classify_image(self, data: bytes, name: str) -> None:
@@ -314,7 +316,9 @@ class Studio(QObject):
         if not folder.is_dir():
             self.classify_view.show_error(missing_model_error(self.settings.classifier, "image classifier"))
             return
-        self.vision.classify_bytes(data, name, folder, self.choice_model.choice(), self.settings.top_k)
+        choice = self.choice_model.choice()
+        self._last_classify = ("bytes", (data, name), folder, choice)
+        self.vision.classify_bytes(data, name, folder, choice, self.settings.top_k)
 
     def _remember_open_dir(self) -> None:
         if self.classify_view.last_open_dir != self.settings.last_open_dir:
@@ -353,7 +357,23 @@ class Studio(QObject):
         self.window.set_device_summary(f"ONNX Runtime {report.ort_version} · usable: {kinds}")
 
     def _on_vision_failed(self, error: object) -> None:
-        self.classify_view.show_error(error)
+        banner = self.classify_view.show_error(error)
+        offer = getattr(error, "offer", None)  # a device failed mid-run: offer the next usable device
+        last = getattr(self, "_last_classify", None)
+        if banner is None or offer is None or not offer.alternatives or last is None:
+            return
+        from engines.retry import describe
+
+        target = offer.alternatives[0]
+        banner.add_action(f"Retry on {describe(target)}", lambda: self._retry_classify(target))
+
+    def _retry_classify(self, choice: DeviceChoice) -> None:
+        kind, what, folder, _failed = self._last_classify
+        self._last_classify = (kind, what, folder, choice)
+        if kind == "paths":
+            self.vision.classify(what, folder, choice, self.settings.top_k)
+        else:
+            self.vision.classify_bytes(what[0], what[1], folder, choice, self.settings.top_k)
 
     def _on_choice_changed(self, choice: DeviceChoice) -> None:
         self.settings.device = self.choice_model.text

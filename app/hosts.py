@@ -236,6 +236,29 @@ class VisionWorker(Worker):
             emit(self.model_loaded, self._describe(classifier, folder), classifier.placement)
         return classifier
 
+    def _device_failure(self, exc: Exception, classifier: Any, choice: DeviceChoice) -> Exception:
+        """A device that fails mid-run is marked unusable for the rest of the run, its sessions are
+        dropped, and the error carries an offer of where to retry. Other failures pass unchanged."""
+        from engines.devices import discover
+        from engines.errors import DeviceUnavailableError, SessionCreationError, StudioError
+        from engines.failures import diagnose
+        from engines.retry import HEALTH, DeviceFailedError, FallbackOffer, alternatives
+        from engines.types import CPU_EP
+
+        ep = str(getattr(getattr(classifier, "placement", None), "primary_ep", "") or "")
+        if isinstance(exc, StudioError) and not isinstance(exc, DeviceUnavailableError | SessionCreationError):
+            return exc
+        found = diagnose(exc, ep)
+        device_failed = found.device_lost or isinstance(found.error, DeviceUnavailableError | SessionCreationError)
+        if not ep or ep == CPU_EP or not device_failed:
+            return found.error
+        HEALTH.mark_failed(ep, found.error)
+        for key, cached in list(self._classifiers.items()):
+            if getattr(cached.placement, "primary_ep", "") == ep:
+                del self._classifiers[key]
+        options = alternatives(discover(), HEALTH, {ep}, choice.strict)
+        return DeviceFailedError(FallbackOffer(choice, ep, found.error, found.code, options))
+
     @staticmethod
     def _describe(classifier: Any, folder: str) -> str:
         name = getattr(getattr(classifier, "spec", None), "name", "") or Path(folder).name
@@ -269,6 +292,8 @@ class VisionWorker(Worker):
             except CancelledError:
                 emit(self.cancelled, done)
                 return
+            except Exception as exc:
+                raise self._device_failure(exc, classifier, choice) from exc
             emit(
                 self.finished,
                 {
@@ -286,7 +311,10 @@ class VisionWorker(Worker):
             classifier = self._classifier(folder, choice)
             emit(self.started, 1)
             started = time.perf_counter()
-            result = classifier.classify(data, k=k)
+            try:
+                result = classifier.classify(data, k=k)
+            except Exception as exc:
+                raise self._device_failure(exc, classifier, choice) from exc
             emit(self.classified, result)
             emit(self.progress, 1, 1)
             emit(self.finished, {"count": 1, "errors": 0, "seconds": time.perf_counter() - started, "name": name})

@@ -300,7 +300,10 @@ def create_session(
     path = Path(model_path)
     settings = settings or SessionSettings()
     check_model_file(path)
-    report = report or discover()
+    from engines.retry import HEALTH  # devices that failed earlier in this run are not planned again
+
+    HEALTH.check(choice)
+    report = HEALTH.apply(report or discover())
     plan = plan_session(choice, settings, report)
     so = build_session_options(plan, settings)
     target = plan.target_eps[0] if plan.target_eps else ""

@@ -20,10 +20,14 @@ MODELS = REPO / "assets" / "models"
 
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """Every test gets its own user folders: no test reads or writes the real config, data or cache."""
+    """Every test gets its own user folders (no test reads or writes the real config, data or cache) and
+    a clean record of failed devices."""
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("NPU_STUDIO_HOME", str(home))
     yield home
+    from engines.retry import HEALTH
+
+    HEALTH.reset()  # a device one test marked failed must not stay failed for the next
 
 
 def _build_demo(only: str) -> None:

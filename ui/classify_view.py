@@ -53,7 +53,7 @@ from engines.types import Classification, Placement
 from ui.device_picker import DeviceChoiceModel, DevicePicker
 from ui.icons import icon, pixmap
 from ui.theme import colors
-from ui.widgets import MARGIN, SPACING, BannerArea, Card, Spinner, ViewHeader, muted_label, repolish, set_badge
+from ui.widgets import MARGIN, SPACING, Banner, BannerArea, Card, Spinner, ViewHeader, muted_label, repolish, set_badge
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff"}
 TOP_K = 5
@@ -535,12 +535,13 @@ class ClassifyView(QWidget):
         self._apply_pending()
         self._end(f"Cancelled after {self._done} of {self._total}")
 
-    def show_error(self, error: object) -> None:
+    def show_error(self, error: object) -> Banner:
         self._apply_pending()
         self._end("")
-        self.banners.show_error(error)
+        banner = self.banners.show_error(error)
         if not self.results.results:
             self.result_title.setText("Could not classify")
+        return banner
 
     def show_loaded(self, description: str) -> None:
         """The model is ready (after a load or compile); `description` names it and where it runs."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 
 from PySide6.QtCore import QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPen
@@ -92,6 +93,16 @@ class Banner(QFrame):
         close.setAutoRaise(True)
         close.clicked.connect(self.dismiss)
         layout.addWidget(close, 0, Qt.AlignmentFlag.AlignTop)
+
+    def add_action(self, text: str, callback: Callable[[], None]) -> QPushButton:
+        """A button in the banner (before the close button); using it dismisses the banner."""
+        button = QPushButton(text)
+        button.clicked.connect(callback)
+        button.clicked.connect(self.dismiss)
+        layout = self.layout()
+        assert isinstance(layout, QHBoxLayout)
+        layout.insertWidget(layout.count() - 1, button, 0, Qt.AlignmentFlag.AlignTop)
+        return button
 
     def dismiss(self) -> None:
         self.hide()

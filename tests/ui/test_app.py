@@ -353,3 +353,46 @@ def test_a_failed_answer_can_be_retried(make_studio: Any, qtbot: Any) -> None:
     qtbot.waitUntil(lambda: not view.generating, timeout=TIMEOUT)
     assert [(m.role, m.stop_reason) for m in view.messages] == [("user", ""), ("assistant", "eos")]
     assert view.messages[-1].text == "Hello, **world**!"
+
+
+@pytest.mark.allow_warnings("marked unusable for this run")
+def test_a_gpu_lost_mid_batch_is_marked_unusable_and_a_retry_on_the_cpu_is_offered(
+    make_studio: Any, qtbot: Any, demo_classifier: Path
+) -> None:
+    from PySide6.QtWidgets import QPushButton
+
+    from engines.retry import HEALTH
+    from engines.types import CPU_EP, DeviceChoice, Placement
+
+    dml = "DmlExecutionProvider"
+
+    class LostGpu(FakeClassifier):
+        def __init__(self) -> None:
+            super().__init__()
+            self.placement = Placement("GPU", (dml,), (dml, CPU_EP), ((dml, 12),))
+
+        def classify_many(self, paths: list[str], k: int = 5, cancel: Any = None, on_result: Any = None) -> Any:
+            raise RuntimeError("DirectML: DXGI_ERROR_DEVICE_REMOVED (0x887A0005)")
+
+    made: list[DeviceChoice] = []
+
+    def factory(folder: Path, choice: DeviceChoice) -> Any:
+        made.append(choice)
+        return LostGpu() if choice.policy.value == "gpu" else FakeClassifier()
+
+    studio = make_studio(classifier_factory=factory)
+    try:
+        studio.choice_model.set_text("gpu")  # what picking "GPU" in the device picker does
+        view = studio.classify_view
+        view.classify_paths([str(SAMPLES / "chelsea.png")])
+        qtbot.waitUntil(lambda: not view.busy and bool(view.banners.messages()), timeout=TIMEOUT)
+        assert any("0x887A0005" in m for m in view.banners.messages())
+        assert HEALTH.is_failed(dml)  # unusable for the rest of the run
+        buttons = [b for b in view.banners.findChildren(QPushButton) if b.text().startswith("Retry on")]
+        assert [b.text() for b in buttons] == ["Retry on the CPU"]
+        buttons[0].click()
+        qtbot.waitUntil(lambda: not view.busy and bool(view.results.results), timeout=TIMEOUT)
+        assert "tabby" in view.result_title.text()
+        assert made[-1].policy.value == "cpu"
+    finally:
+        HEALTH.reset()
