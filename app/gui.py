@@ -215,7 +215,7 @@ class Studio(QObject):
         self.chat.text_generated.connect(ch.on_text)
         self.chat.generation_finished.connect(ch.on_finished)
         self.chat.cancelled.connect(ch.on_cancelled)
-        self.chat.failed.connect(lambda e: ch.on_failed(e) if ch.generating else ch.on_model_failed(e))
+        self.chat.failed.connect(self._on_chat_failed)
 
         self.choice_model.changed.connect(self._on_choice_changed)
 
@@ -366,6 +366,36 @@ class Studio(QObject):
 
         target = offer.alternatives[0]
         banner.add_action(f"Retry on {describe(target)}", lambda: self._retry_classify(target))
+
+    def _on_chat_failed(self, error: object) -> None:
+        ch = self.chat_view
+        answering = ch.generating
+        if answering:
+            ch.on_failed(error)
+        else:
+            ch.on_model_failed(error)
+        if answering and self._device_failed(error) and self.choice_model.choice().policy.value != "cpu":
+            banner = ch.banners.show_error(error)  # the banner on_failed showed (banners are shown once)
+            banner.add_action("Retry on the CPU", self._retry_chat_on_cpu)
+
+    @staticmethod
+    def _device_failed(error: object) -> bool:
+        """Whether a failure came from the device (lost, out of memory, driver), not the input or model."""
+        from engines.errors import DeviceUnavailableError, SessionCreationError
+        from engines.failures import diagnose
+
+        message = getattr(error, "message", str(error))
+        found = diagnose(RuntimeError(message))
+        return (
+            found.device_lost
+            or isinstance(error, DeviceUnavailableError)
+            or (isinstance(found.error, DeviceUnavailableError | SessionCreationError) and found.code != "")
+        )
+
+    def _retry_chat_on_cpu(self) -> None:
+        """The device failed mid-answer: the chat moves to the CPU and the answer is written again."""
+        self.choice_model.set_text("cpu")  # reloads the chat model on the CPU (queued before the answer)
+        self.chat_view.regenerate()
 
     def _retry_classify(self, choice: DeviceChoice) -> None:
         kind, what, folder, _failed = self._last_classify

@@ -396,3 +396,30 @@ def test_a_gpu_lost_mid_batch_is_marked_unusable_and_a_retry_on_the_cpu_is_offer
         assert made[-1].policy.value == "cpu"
     finally:
         HEALTH.reset()
+
+
+def test_a_gpu_lost_mid_answer_offers_the_chat_a_retry_on_the_cpu(make_studio: Any, qtbot: Any) -> None:
+    from PySide6.QtWidgets import QPushButton
+
+    from engines.errors import GenerationError
+
+    model = FakeChatModel(pieces=["Rivers ", "flow."])
+    model.error = GenerationError(
+        "Generation failed: DirectML error 0x887A0005: the GPU was removed or reset.", "Try another device."
+    )
+    studio = make_studio(chat_loader=loader_for(model))
+    studio.choice_model.set_text("gpu")
+    studio.chat.load("fake-model", studio.choice_model.choice())
+    view = studio.chat_view
+    qtbot.waitUntil(lambda: bool(view.model_info), timeout=TIMEOUT)
+    assert view.send_text("Tell me about rivers.")
+    qtbot.waitUntil(lambda: not view.generating and bool(view.banners.messages()), timeout=TIMEOUT)
+    buttons = [b for b in view.banners.findChildren(QPushButton) if b.text() == "Retry on the CPU"]
+    assert len(buttons) == 1
+    model.error = None  # the CPU works
+    buttons[0].click()
+    assert studio.choice_model.choice().policy.value == "cpu"
+    qtbot.waitUntil(lambda: not view.generating and "Rivers flow." in view.transcript.plain_text(), timeout=TIMEOUT)
+    roles = [m.role for m in view.messages]
+    assert roles == ["user", "assistant"]
+    assert view.messages[-1].stop_reason == "eos"
