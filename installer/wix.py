@@ -288,17 +288,19 @@ def generate_v3(product: Product, payload: Path, icon: Path, arch: str = "x64", 
     refs: list[str] = []
     _dir_components(install, tree, arch, False, refs, product, base)
     refs.append(_shell_component(programs, product, arch, info.entry, False))
-    _v3_remove_user_data(prod, product)
+    _remove_user_data(prod, product, v3=True)
     feature = _sub(prod, "Feature", Id="Main", Title=product.name, Level="1", Absent="disallow")
     for ref in refs:
         _sub(feature, "ComponentRef", Id=ref)
     return _finish(wix)
 
 
-def _v3_remove_user_data(prod: ET.Element, product: Product) -> None:
-    _sub(prod, "CustomAction", Id="SetRemoveUserDataCmd", Property="NPUSTUDIO_CMD", Value="[System64Folder]cmd.exe")
+def _remove_user_data(parent: ET.Element, product: Product, v3: bool) -> None:
+    """REMOVEUSERDATA=1 on uninstall: run `cmd /c rmdir` on the user data folder after InstallFinalize.
+    WiX v3 puts a custom action's condition in the element's text, v4 in a `Condition` attribute."""
+    _sub(parent, "CustomAction", Id="SetRemoveUserDataCmd", Property="NPUSTUDIO_CMD", Value="[System64Folder]cmd.exe")
     _sub(
-        prod,
+        parent,
         "CustomAction",
         Id="RemoveUserData",
         Property="NPUSTUDIO_CMD",
@@ -307,11 +309,16 @@ def _v3_remove_user_data(prod: ET.Element, product: Product) -> None:
         Impersonate="yes",
         Return="ignore",
     )
-    seq = _sub(prod, "InstallExecuteSequence")
-    set_cmd = _sub(seq, "Custom", Action="SetRemoveUserDataCmd", Before="RemoveUserData")
-    set_cmd.text = 'REMOVE~="ALL"'
-    run = _sub(seq, "Custom", Action="RemoveUserData", After="InstallFinalize")
-    run.text = _remove_user_data_condition(product)
+    seq = _sub(parent, "InstallExecuteSequence")
+    steps = (
+        ({"Action": "SetRemoveUserDataCmd", "Before": "RemoveUserData"}, 'REMOVE~="ALL"'),
+        ({"Action": "RemoveUserData", "After": "InstallFinalize"}, _remove_user_data_condition(product)),
+    )
+    for attributes, condition in steps:
+        if v3:
+            _sub(seq, "Custom", **attributes).text = condition
+        else:
+            _sub(seq, "Custom", **attributes, Condition=condition)
 
 
 # ---- WiX v4+ (wix build) ------------------------------------------------------------------------------
@@ -361,22 +368,7 @@ def generate_v4(product: Product, payload: Path, icon: Path, arch: str) -> str:
     refs: list[str] = []
     _dir_components(install, tree, arch, True, refs, product, None)
     refs.append(_shell_component(programs, product, arch, info.entry, True))
-    _sub(pkg, "CustomAction", Id="SetRemoveUserDataCmd", Property="NPUSTUDIO_CMD", Value="[System64Folder]cmd.exe")
-    _sub(
-        pkg,
-        "CustomAction",
-        Id="RemoveUserData",
-        Property="NPUSTUDIO_CMD",
-        ExeCommand=_remove_user_data_command(product),
-        Execute="immediate",
-        Impersonate="yes",
-        Return="ignore",
-    )
-    seq = _sub(pkg, "InstallExecuteSequence")
-    _sub(seq, "Custom", Action="SetRemoveUserDataCmd", Before="RemoveUserData", Condition='REMOVE~="ALL"')
-    _sub(
-        seq, "Custom", Action="RemoveUserData", After="InstallFinalize", Condition=_remove_user_data_condition(product)
-    )
+    _remove_user_data(pkg, product, v3=False)
     feature = _sub(pkg, "Feature", Id="Main", Title=product.name, Level="1", AllowAbsent="no")
     for ref in refs:
         _sub(feature, "ComponentRef", Id=ref)
