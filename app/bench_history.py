@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from app import paths
-from engines.bench_data import BenchRun
+from engines.bench.data import BenchRun
 from engines.errors import StorageError
 
 log = logging.getLogger(__name__)

@@ -18,19 +18,19 @@ from PySide6.QtCore import QObject, Signal, Slot
 from app import paths
 from app.bench_history import BenchHistory
 from app.hosts import Host, Worker
-from engines.bench_data import CHAT, VISION, BenchConfig, BenchModel, BenchProgress
+from engines.bench.data import CHAT, VISION, BenchConfig, BenchModel, BenchProgress
 from engines.errors import CancelledError, StudioError
 from engines.types import CancelToken
 
 log = logging.getLogger(__name__)
 
 PROGRESS_INTERVAL_S = 0.05
-Runner = Callable[..., Any]  # engines.bench.run_benchmark's signature
+Runner = Callable[..., Any]  # engines.bench.runner.run_benchmark's signature
 
 
 def list_bench_models(bundled_dir: Path | None = None, user_dir: Path | None = None) -> list[BenchModel]:
     """Usable classifiers and chat models of the library (bundled first, then the user's)."""
-    from engines.library import KIND_CLASSIFIER, KIND_LLM, scan_library
+    from engines.models.library import KIND_CLASSIFIER, KIND_LLM, scan_library
 
     kinds = {KIND_CLASSIFIER: VISION, KIND_LLM: CHAT}
     entries = scan_library(
@@ -87,7 +87,7 @@ class BenchWorker(Worker):
             self.status.emit("Benchmarking…")
             runner = self._runner
             if runner is None:
-                from engines.bench import run_benchmark
+                from engines.bench.runner import run_benchmark
 
                 runner = run_benchmark
             try:

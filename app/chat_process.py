@@ -79,7 +79,7 @@ def loading_text(what: str, choice: DeviceChoice) -> str:
 
 
 def chat_options(overrides: dict[str, Any]) -> Any:
-    from engines.chat import ChatOptions
+    from engines.chat.conversation import ChatOptions
 
     unknown = sorted(set(overrides) - set(ChatOptions.__dataclass_fields__))
     if unknown:
@@ -106,7 +106,7 @@ def model_info(model: Any, folder: str) -> dict[str, Any]:
 
 def seed_history(conversation: Any, history: History) -> None:
     """Give a fresh engine conversation the turns of a stored conversation."""
-    from engines.chat import ChatMessage, StopReason
+    from engines.chat.conversation import ChatMessage, StopReason
 
     messages = [
         ChatMessage(role, text, StopReason.EOS if role == "assistant" else None)
@@ -152,7 +152,7 @@ class ChatSession:
         if self._loader is not None:
             model = self._loader(Path(folder), choice)
         else:
-            from engines.chat import ChatModel
+            from engines.chat.conversation import ChatModel
 
             model = ChatModel.load(folder, choice)
         self._model, self._key = model, key

@@ -362,7 +362,7 @@ class Studio(QObject):
         last = getattr(self, "_last_classify", None)
         if banner is None or offer is None or not offer.alternatives or last is None:
             return
-        from engines.retry import describe
+        from engines.runtime.fallback import describe
 
         target = offer.alternatives[0]
         banner.add_action(f"Retry on {describe(target)}", lambda: self._retry_classify(target))
@@ -382,7 +382,7 @@ class Studio(QObject):
     def _device_failed(error: object) -> bool:
         """Whether a failure came from the device (lost, out of memory, driver), not the input or model."""
         from engines.errors import DeviceUnavailableError, SessionCreationError
-        from engines.failures import diagnose
+        from engines.runtime.failures import diagnose
 
         message = getattr(error, "message", str(error))
         found = diagnose(RuntimeError(message))

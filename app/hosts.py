@@ -171,13 +171,13 @@ class Host(QObject):
 
 
 class DevicesWorker(Worker):
-    devices_found = Signal(object)  # engines.devices.DiscoveryReport
+    devices_found = Signal(object)  # engines.runtime.devices.DiscoveryReport
 
     @Slot()
     def discover(self) -> None:
         def job() -> None:
             emit(self.status, "Loading ONNX Runtime and looking for devices…")
-            from engines.devices import discover
+            from engines.runtime.devices import discover
 
             emit(self.devices_found, discover())
 
@@ -228,7 +228,7 @@ class VisionWorker(Worker):
             if self._factory is not None:
                 classifier = self._factory(Path(folder), choice)
             else:
-                from engines.vision import ImageClassifier
+                from engines.vision.classifier import ImageClassifier
 
                 classifier = ImageClassifier.from_folder(folder, choice)
             self._classifiers[key] = classifier
@@ -239,10 +239,10 @@ class VisionWorker(Worker):
     def _device_failure(self, exc: Exception, classifier: Any, choice: DeviceChoice) -> Exception:
         """A device that fails mid-run is marked unusable for the rest of the run, its sessions are
         dropped, and the error carries an offer of where to retry. Other failures pass unchanged."""
-        from engines.devices import discover
         from engines.errors import DeviceUnavailableError, SessionCreationError, StudioError
-        from engines.failures import diagnose
-        from engines.retry import HEALTH, DeviceFailedError, FallbackOffer, alternatives
+        from engines.runtime.devices import discover
+        from engines.runtime.failures import diagnose
+        from engines.runtime.fallback import HEALTH, DeviceFailedError, FallbackOffer, alternatives
         from engines.types import CPU_EP
 
         ep = str(getattr(getattr(classifier, "placement", None), "primary_ep", "") or "")

@@ -26,9 +26,9 @@ PROGRESS_INTERVAL_S = 0.05  # at most ~20 progress updates a second reach the UI
 class LibrarySnapshot:
     """Everything the Models view shows, read in one go in the worker."""
 
-    entries: tuple[Any, ...] = ()  # engines.library.ModelEntry
-    fits: dict[str, Any] = field(default_factory=dict)  # folder -> engines.library.FitHint
-    catalog: tuple[Any, ...] = ()  # engines.downloads.CatalogEntry
+    entries: tuple[Any, ...] = ()  # engines.models.library.ModelEntry
+    fits: dict[str, Any] = field(default_factory=dict)  # folder -> engines.models.library.FitHint
+    catalog: tuple[Any, ...] = ()  # engines.models.downloads.CatalogEntry
     partial_bytes: dict[str, int] = field(default_factory=dict)  # catalog id -> bytes kept for a resume
     catalog_error: str = ""
     user_dir: str = ""
@@ -78,8 +78,8 @@ class ModelsWorker(Worker):
         return self._places
 
     def snapshot(self) -> LibrarySnapshot:
-        from engines.downloads import load_catalog, partial_bytes
-        from engines.library import clean_leftovers, estimate_fit, scan_library
+        from engines.models.downloads import load_catalog, partial_bytes
+        from engines.models.library import clean_leftovers, estimate_fit, scan_library
 
         p = self.places
         clean_leftovers(p.user_dir)
@@ -110,7 +110,7 @@ class ModelsWorker(Worker):
     @Slot(str, object, object, object)
     def import_model(self, source: str, classifier: Any, details: Any, cancel: CancelToken) -> None:
         def job() -> None:
-            from engines.model_import import import_model
+            from engines.models.importer import import_model
 
             name = Path(source).name
             self.status.emit(f"Importing {name}…")
@@ -130,7 +130,7 @@ class ModelsWorker(Worker):
     @Slot(str)
     def remove(self, name: str) -> None:
         def job() -> None:
-            from engines.library import remove_model
+            from engines.models.library import remove_model
 
             remove_model(name, self.places.bundled_dir, self.places.user_dir)
             self.removed.emit(name)
@@ -141,7 +141,7 @@ class ModelsWorker(Worker):
     @Slot(str)
     def verify(self, name: str) -> None:
         def job() -> None:
-            from engines.library import find_model, verify_model
+            from engines.models.library import find_model, verify_model
 
             self.status.emit(f"Re-hashing {name}…")
             entry = find_model(name, self.places.bundled_dir, self.places.user_dir)
@@ -152,7 +152,7 @@ class ModelsWorker(Worker):
     @Slot(str, bool, object)
     def download(self, entry_id: str, allowed: bool, cancel: CancelToken) -> None:
         def job() -> None:
-            from engines.downloads import DownloadProgress, download_model, find_entry, load_catalog
+            from engines.models.downloads import DownloadProgress, download_model, find_entry, load_catalog
 
             entry = find_entry(load_catalog(self.places.catalog), entry_id)
             throttle = _Throttle(self.progress.emit)
@@ -208,7 +208,7 @@ class ModelsHost(Host):
 
     def import_model(self, source: str, classifier: dict[str, Any] | None, details: dict[str, Any]) -> None:
         """Import `source`; `classifier` and `details` are the view's plain fields (see ModelsView)."""
-        from engines.model_import import ClassifierOptions, ImportDetails
+        from engines.models.importer import ClassifierOptions, ImportDetails
 
         options = None
         if classifier is not None:

@@ -37,7 +37,7 @@ class CacheListing:
     """The compiled-model cache as the Settings view shows it."""
 
     folder: str
-    entries: tuple[Any, ...]  # engines.compiled_cache.CacheEntry, newest first
+    entries: tuple[Any, ...]  # engines.runtime.compiled_cache.CacheEntry, newest first
     total_bytes: int
 
 
@@ -111,7 +111,7 @@ class SettingsWorker(Worker):
         self._doctor = doctor
 
     def _cache(self) -> Any:
-        from engines.compiled_cache import CompiledModelCache
+        from engines.runtime.compiled_cache import CompiledModelCache
 
         return CompiledModelCache(self._cache_root if self._cache_root is not None else paths.compiled_cache_dir())
 

@@ -8,7 +8,7 @@ tokens. Devices that are not there are reported as unavailable with the reason; 
 silently and no failure stops the run. The result is a readable text report, JSON, and a zip with
 both plus the recent logs, the settings and the versions.
 
-The chat check goes through `ChatProbe` (default: `chat_probe`, over engines.chat) so the caller can
+The chat check goes through `ChatProbe` (default: `chat_probe`, over engines.chat.conversation) so the caller can
 replace or leave it out.
 """
 
@@ -32,10 +32,10 @@ from typing import Any
 import numpy as np
 
 from engines import runtime
-from engines.compiled_cache import CompiledModelCache, needs_cache, qnn_sdk_version
-from engines.devices import DiscoveryReport, discover
 from engines.errors import StudioError
-from engines.failures import diagnose
+from engines.runtime.compiled_cache import CompiledModelCache, needs_cache, qnn_sdk_version
+from engines.runtime.devices import DiscoveryReport, discover
+from engines.runtime.failures import diagnose
 from engines.types import CPU_EP, Device, DeviceChoice, Policy, short_ep_name
 
 log = logging.getLogger(__name__)
@@ -230,7 +230,7 @@ def _failed(check: str, ep: str, exc: BaseException, started: float) -> Step:
 
 def strict_probe(ep: str, cache: CompiledModelCache | None, workdir: Path) -> Step:
     """A strict session on `ep` with the probe model, its output compared with numpy."""
-    from engines.sessions import create_session
+    from engines.runtime.sessions import create_session
 
     started = time.perf_counter()
     model = workdir / "probe.onnx"
@@ -271,9 +271,9 @@ def classifier_check(
 ) -> Step:
     """The demo classifier on `ep` (its QDQ variant for the NPU when there is one): first and cached
     session creation, warm-up, median latency, and top-1 on the sample photos."""
-    from engines.sessions import SessionSettings, create_session
-    from engines.variants import resolve_variant
-    from engines.vision import ClassifierSpec, ImageClassifier
+    from engines.models.variants import resolve_variant
+    from engines.runtime.sessions import SessionSettings, create_session
+    from engines.vision.classifier import ClassifierSpec, ImageClassifier
 
     started = time.perf_counter()
     choice = DeviceChoice(policy=Policy.CPU_ONLY) if ep == CPU_EP else DeviceChoice(ep=ep)
@@ -302,7 +302,7 @@ def classifier_check(
             top1[photo.name] = {"label": result.top[0].label, "p": round(result.top[0].probability, 4)}
         latencies = []
         if samples:
-            from engines.images import preprocess
+            from engines.vision.images import preprocess
 
             tensor = preprocess(samples[0], spec.preprocess)[None]
             for _ in range(max(1, runs)):
@@ -327,8 +327,8 @@ def classifier_check(
 
 
 def chat_probe(folder: Path, choice: DeviceChoice, tokens: int) -> Step:
-    """A few chat tokens with engines.chat on the chosen device (load time, first token, tokens/s)."""
-    from engines.chat import ChatModel, ChatOptions
+    """A few chat tokens with engines.chat.conversation on the chosen device (load time, first token, tokens/s)."""
+    from engines.chat.conversation import ChatModel, ChatOptions
 
     ep = choice.ep or CPU_EP
     started = time.perf_counter()

@@ -25,7 +25,7 @@ def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("NPU_STUDIO_HOME", str(home))
     yield home
-    from engines.retry import HEALTH
+    from engines.runtime.fallback import HEALTH
 
     HEALTH.reset()  # a device one test marked failed must not stay failed for the next
 
@@ -52,7 +52,8 @@ def demo_chat_model() -> Path:
 def fake_runtime() -> Iterator[Callable[[Any], Any]]:
     """`fake_runtime(FakeOrt(...))` puts a fake onnxruntime at the engines' runtime boundary for one test;
     the real one (and a clean plugin registry) is back afterwards."""
-    from engines import devices, runtime
+    from engines import runtime
+    from engines.runtime import devices
 
     def install(fake: Any) -> Any:
         devices.reset_registrations()

@@ -16,7 +16,7 @@ import pyqtgraph as pg
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
-from engines.bench_data import DeviceResult, percentile
+from engines.bench.data import DeviceResult, percentile
 from ui.theme import colors
 
 DEVICE_COLORS = {"NPU": "#8a5cd6", "GPU": "#1f9a5a", "CPU": "#3367d6"}

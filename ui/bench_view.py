@@ -35,7 +35,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engines.bench_data import (
+from engines.bench.data import (
     ALL_DEVICES,
     BenchConfig,
     BenchModel,

@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engines.library import format_bytes
+from engines.models.library import format_bytes
 from ui.icons import icon
 from ui.widgets import MARGIN, SPACING, BannerArea, Card, Spinner, ViewHeader, muted_label
 

@@ -42,7 +42,7 @@ from PySide6.QtWidgets import (
 
 from app.qtcompat import emit
 from engines.errors import StudioError
-from engines.library import format_bytes
+from engines.models.library import format_bytes
 from engines.types import DeviceType, short_ep_name
 from ui.device_picker import DeviceChoiceModel, DevicePicker
 from ui.icons import icon

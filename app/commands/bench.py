@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
-    from engines.bench_data import BenchProgress, BenchRun, DeviceResult
+    from engines.bench.data import BenchProgress, BenchRun, DeviceResult
 
 DEFAULT_MODELS = ("efficientnet-lite0", "smollm2-135m-instruct")
 BAR_WIDTH = 24
@@ -160,8 +160,8 @@ def format_run(run: BenchRun) -> str:
 def run(args: argparse.Namespace) -> int:
     from app.bench_history import BenchHistory
     from app.cli import print_json
-    from engines.bench import run_benchmark
-    from engines.bench_data import DEFAULT_PROMPT, BenchConfig, csv_text, parse_devices
+    from engines.bench.data import DEFAULT_PROMPT, BenchConfig, csv_text, parse_devices
+    from engines.bench.runner import run_benchmark
     from engines.errors import StorageError
     from engines.types import CancelToken
 

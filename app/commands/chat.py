@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from app import paths
 
 if TYPE_CHECKING:
-    from engines.chat import ChatModel, ChatOptions, Conversation, GenerationStats
+    from engines.chat.conversation import ChatModel, ChatOptions, Conversation, GenerationStats
     from engines.types import CancelToken
 
 DEFAULT_CHAT_MODEL = "smollm2-135m-instruct"
@@ -84,7 +84,7 @@ def chat_model_folder(name: str | None) -> Path:
 
 
 def options_from_args(args: argparse.Namespace) -> ChatOptions:
-    from engines.chat import ChatOptions
+    from engines.chat.conversation import ChatOptions
 
     values: dict[str, Any] = {}
     for field in ("max_new_tokens", "temperature", "top_p", "top_k", "repetition_penalty", "seed", "context_window"):
@@ -134,7 +134,7 @@ def answer(
 
 def run(args: argparse.Namespace) -> int:
     from app.cli import print_json
-    from engines.chat import ChatModel, StopReason
+    from engines.chat.conversation import ChatModel, StopReason
     from engines.errors import StudioError
     from engines.types import DeviceChoice
 
@@ -174,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def interactive(model: ChatModel, conversation: Conversation) -> int:
-    from engines.chat import StopReason
+    from engines.chat.conversation import StopReason
     from engines.errors import StudioError
 
     print(f"Chatting with {model.describe()}. /help for commands, Ctrl+C stops an answer, /quit leaves.")

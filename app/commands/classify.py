@@ -60,14 +60,14 @@ def run(args: argparse.Namespace) -> int:
     import sys
 
     from app.cli import print_json
-    from engines.compiled_cache import CompiledModelCache
-    from engines.devices import discover
     from engines.errors import StudioError
-    from engines.retry import FallbackRunner, accept_first
-    from engines.sessions import SessionSettings
+    from engines.models.variants import resolve_variant
+    from engines.runtime.compiled_cache import CompiledModelCache
+    from engines.runtime.devices import discover
+    from engines.runtime.fallback import FallbackRunner, accept_first
+    from engines.runtime.sessions import SessionSettings
     from engines.types import DeviceChoice, DeviceType
-    from engines.variants import resolve_variant
-    from engines.vision import ClassifierSpec, ImageClassifier
+    from engines.vision.classifier import ClassifierSpec, ImageClassifier
 
     if args.top_k < 1:
         raise StudioError("--top-k must be at least 1.")

@@ -14,7 +14,7 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from app.cli import print_json
-    from engines.devices import discover
+    from engines.runtime.devices import discover
 
     report = discover()
     if args.json:

@@ -83,7 +83,7 @@ def catalog_path() -> Path:
 
 
 def _mb(size: int) -> str:
-    from engines.library import format_bytes
+    from engines.models.library import format_bytes
 
     return format_bytes(size)
 
@@ -99,7 +99,7 @@ def _table(rows: Sequence[Sequence[str]]) -> str:
 def run_list(args: argparse.Namespace) -> int:
     from app.cli import print_json
     from engines.errors import StudioError
-    from engines.library import estimate_fit, scan_library
+    from engines.models.library import estimate_fit, scan_library
 
     if args.context is not None and args.context < 1:
         raise StudioError("--context must be at least 1.")
@@ -134,7 +134,7 @@ def run_list(args: argparse.Namespace) -> int:
 def run_fit(args: argparse.Namespace) -> int:
     from app.cli import print_json
     from engines.errors import StudioError
-    from engines.library import estimate_fit, find_model
+    from engines.models.library import estimate_fit, find_model
 
     if args.context is not None and args.context < 1:
         raise StudioError("--context must be at least 1.")
@@ -196,7 +196,7 @@ def _cancel_on_ctrl_c() -> Iterator[Any]:
 
 def _devices(text: str) -> tuple[str, ...]:
     from engines.errors import StudioError
-    from engines.library import DEVICE_CLASSES
+    from engines.models.library import DEVICE_CLASSES
 
     devices = tuple(d.strip().lower() for d in text.split(",") if d.strip())
     unknown = [d for d in devices if d not in DEVICE_CLASSES]
@@ -208,7 +208,7 @@ def _devices(text: str) -> tuple[str, ...]:
 def run_import(args: argparse.Namespace) -> int:
     from app.cli import print_json
     from engines.errors import StudioError
-    from engines.model_import import IMAGENET_MEAN, IMAGENET_STD, ClassifierOptions, ImportDetails, import_model
+    from engines.models.importer import IMAGENET_MEAN, IMAGENET_STD, ClassifierOptions, ImportDetails, import_model
 
     source = Path(args.path).expanduser()
     classifier = None
@@ -259,7 +259,7 @@ def run_import(args: argparse.Namespace) -> int:
 
 def run_remove(args: argparse.Namespace) -> int:
     from app.cli import print_json
-    from engines.library import remove_model
+    from engines.models.library import remove_model
 
     removed = remove_model(args.name, paths.bundled_models_dir(), paths.user_models_dir())
     if args.json:
@@ -271,7 +271,7 @@ def run_remove(args: argparse.Namespace) -> int:
 
 def run_verify(args: argparse.Namespace) -> int:
     from app.cli import print_json
-    from engines.library import find_model, scan_library, verify_model
+    from engines.models.library import find_model, scan_library, verify_model
 
     if args.name:
         entries = [find_model(args.name, paths.bundled_models_dir(), paths.user_models_dir())]
@@ -299,7 +299,7 @@ def run_verify(args: argparse.Namespace) -> int:
 def run_catalog(args: argparse.Namespace) -> int:
     from app.cli import print_json
     from app.settings import load_settings
-    from engines.downloads import load_catalog, partial_bytes
+    from engines.models.downloads import load_catalog, partial_bytes
 
     catalog = load_catalog(catalog_path())
     user = paths.user_models_dir()
@@ -328,7 +328,7 @@ def run_catalog(args: argparse.Namespace) -> int:
 def run_download(args: argparse.Namespace) -> int:
     from app.cli import print_json
     from app.settings import load_settings
-    from engines.downloads import DownloadProgress, discard_partial, download_model, find_entry, load_catalog
+    from engines.models.downloads import DownloadProgress, discard_partial, download_model, find_entry, load_catalog
 
     entry = find_entry(load_catalog(catalog_path()), args.id)
     allowed = bool(args.allow_download or load_settings()[0].allow_downloads)

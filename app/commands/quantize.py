@@ -44,7 +44,7 @@ def _source(text: str) -> Path:
 
 
 def _default_out(source: Path) -> Path:
-    from engines.quantize import FloatSource
+    from engines.vision.quantize import FloatSource
 
     name = FloatSource.open(source).name
     return paths.user_models_dir() / f"{name}-qdq"
@@ -53,7 +53,7 @@ def _default_out(source: Path) -> Path:
 def run(args: argparse.Namespace) -> int:
     from app.cli import print_json
     from engines.errors import StudioError
-    from engines.quantize import QuantizeOptions, quantize_classifier
+    from engines.vision.quantize import QuantizeOptions, quantize_classifier
 
     if args.runs < 1:
         raise StudioError("--runs must be at least 1.", "Use e.g. --runs 20.")

@@ -9,7 +9,7 @@ Builds into DIR (default ``assets/models``):
 * ``efficientnet-lite0/``: EfficientNet-Lite0 ImageNet-1k classifier, fp32 ONNX with a dynamic batch
   dimension, plus ``labels.txt``.
 * ``efficientnet-lite0-qdq/``: the same classifier quantized to QDQ for the NPU (uint16 activations,
-  per-channel uint8 weights, batch 1), calibrated on the sample photos by ``engines/quantize.py``.
+  per-channel uint8 weights, batch 1), calibrated on the sample photos by ``engines/vision/quantize.py``.
 * ``smollm2-135m-instruct/``: SmolLM2-135M-Instruct as an onnxruntime-genai folder (int4 weights).
 
 Each model is built in a temporary folder inside DIR, verified, given a ``manifest.json`` (written
@@ -42,7 +42,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from engines.errors import ModelError  # noqa: E402
-from engines.manifest import (  # noqa: E402
+from engines.models.manifest import (  # noqa: E402
     SCHEMA_VERSION,
     file_entry,
     list_model_files,
@@ -71,7 +71,7 @@ MAX_ABS_DIFF = 1e-4
 CAT_CLASSES = frozenset({"tabby", "tiger cat", "Egyptian cat"})
 SAMPLE_PHOTOS = ("chelsea.png", "coffee.png", "astronaut.png", "rocket.jpg", "camera.png", "horse.png")
 
-# QDQ variant of the classifier for the NPU (engines/quantize.py).
+# QDQ variant of the classifier for the NPU (engines/vision/quantize.py).
 CLASSIFIER_QDQ_NAME = "efficientnet-lite0-qdq"
 QDQ_MIN_AGREEMENT = 5  # of the 6 sample photos: top-1 equal to the float model's
 
@@ -427,7 +427,7 @@ def qdq_source_changed(out_dir: Path, manifest: dict[str, Any]) -> list[str]:
     recorded = manifest.get("source", {}).get("float_model_sha256")
     if not float_model.is_file():
         return [f"{CLASSIFIER_NAME} is not built"]
-    from engines.manifest import sha256_file
+    from engines.models.manifest import sha256_file
 
     if sha256_file(float_model) != recorded:
         return [f"{CLASSIFIER_NAME} was rebuilt since this variant was made"]
@@ -438,7 +438,7 @@ def build_classifier_qdq(staging: Path, work: Path) -> dict[str, Any]:
     """Quantize the float classifier (built first) with NPU Studio's own quantizer: QNN QDQ
     configuration, per-channel weights, uint16 activations, calibrated on the sample photos plus
     flipped and cropped views of them; then check top-1 agreement with the float model."""
-    from engines.quantize import QuantizeOptions, quantize_classifier
+    from engines.vision.quantize import QuantizeOptions, quantize_classifier
 
     float_folder = staging.parent / CLASSIFIER_NAME
     out = work / CLASSIFIER_QDQ_NAME

@@ -26,9 +26,9 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from engines.bench_genai import chat_prompt_tokens, raw_genai_generate  # noqa: E402
-from engines.chat import ChatMessage, ChatModel, ChatOptions, render_prompt  # noqa: E402
-from engines.chat_model import genai  # noqa: E402
+from engines.bench.genai import chat_prompt_tokens, raw_genai_generate  # noqa: E402
+from engines.chat.conversation import ChatMessage, ChatModel, ChatOptions, render_prompt  # noqa: E402
+from engines.chat.model import genai  # noqa: E402
 from engines.types import DeviceChoice  # noqa: E402
 
 PROMPT = "Write a long story about a dragon who learns to bake bread."
@@ -62,7 +62,7 @@ def engine_run(model: ChatModel, options: ChatOptions) -> Run:
 
 
 def raw_run(model: ChatModel, options: ChatOptions, max_length: int) -> Run:
-    """The onnxruntime-genai example loop, as a user would write it (engines.bench_genai's raw loop,
+    """The onnxruntime-genai example loop, as a user would write it (engines.bench.genai's raw loop,
     shared with `npu-studio bench`); the first token is timed from the template, as the engine's is."""
     started = time.perf_counter()
     tokens = chat_prompt_tokens(model.tokenizer, PROMPT)

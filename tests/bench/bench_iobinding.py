@@ -10,7 +10,7 @@ every round) over the same preprocessed photos; medians and the bound/plain rati
 What to expect: on the CPU EP the input is already in the EP's memory and the output is 1000 floats
 per image, so binding saves one small allocation per call and little else: a ratio close to 1.0.
 IOBinding pays where inputs or outputs would otherwise cross to a device (DirectML, QNN, CUDA), which
-is why engines/vision.py turns it on only for those EPs (IOBINDING_EPS).
+is why engines/vision/classifier.py turns it on only for those EPs (IOBINDING_EPS).
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ if str(REPO) not in sys.path:
 
 import numpy as np  # noqa: E402
 
-from engines.images import preprocess  # noqa: E402
 from engines.types import DeviceChoice  # noqa: E402
-from engines.vision import ClassifierSpec, ImageClassifier  # noqa: E402
+from engines.vision.classifier import ClassifierSpec, ImageClassifier  # noqa: E402
+from engines.vision.images import preprocess  # noqa: E402
 
 DEFAULT_MODEL = REPO / "assets" / "models" / "efficientnet-lite0"
 SAMPLES = REPO / "assets" / "samples"

@@ -23,15 +23,15 @@ from PIL import Image
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from engines.bench import interleave  # noqa: E402
-from engines.images import preprocess  # noqa: E402
-from engines.sessions import SessionSettings  # noqa: E402
+from engines.bench.runner import interleave  # noqa: E402
+from engines.runtime.sessions import SessionSettings  # noqa: E402
 from engines.types import DeviceChoice  # noqa: E402
-from engines.vision import ImageClassifier, softmax, top_k  # noqa: E402
+from engines.vision.classifier import ImageClassifier, softmax, top_k  # noqa: E402
+from engines.vision.images import preprocess  # noqa: E402
 
 
 def interleaved(fns: dict[str, Callable[[], object]], rounds: int, per_round: int) -> dict[str, list[float]]:
-    """Alternate the candidates in short bursts so that noise hits both alike (engines.bench.interleave)."""
+    """Alternate the candidates in short bursts so that noise hits both alike (engines.bench.runner.interleave)."""
     return interleave(fns, rounds * per_round, burst=per_round)
 
 

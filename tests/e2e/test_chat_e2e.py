@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from engines.chat import ChatModel, ChatOptions, StopReason, generate_answer
-from engines.chat_model import validate_model_folder
+from engines.chat.conversation import ChatModel, ChatOptions, StopReason, generate_answer
+from engines.chat.model import validate_model_folder
 from engines.types import CPU_EP, DeviceChoice
 
 pytestmark = pytest.mark.e2e

@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 from engines.types import DeviceChoice
-from engines.vision import ImageClassifier
+from engines.vision.classifier import ImageClassifier
 
 CAT_CLASSES = {"tabby", "tiger cat", "Egyptian cat", "Persian cat", "Siamese cat"}
 

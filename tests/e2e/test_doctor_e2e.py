@@ -16,7 +16,7 @@ def test_doctor_with_the_demo_models(
     demo_classifier: Path, demo_chat_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from app.cli import run
-    from engines import devices
+    from engines.runtime import devices
 
     devices.reset_registrations()
     code = run(["doctor", "--out", str(tmp_path / "doctor"), "--json"])

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from engines.chat import ChatModel, ChatOptions
-from engines.library import ModelFile, folder_digest
-from engines.manifest import load_manifest
+from engines.chat.conversation import ChatModel, ChatOptions
+from engines.models.library import ModelFile, folder_digest
+from engines.models.manifest import load_manifest
 from engines.types import DeviceChoice
 
 pytestmark = pytest.mark.e2e

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from engines.manifest import load_manifest, verify_files
+from engines.models.manifest import load_manifest, verify_files
+from engines.models.variants import qdq_variants, resolve_variant
 from engines.types import DeviceChoice
-from engines.variants import qdq_variants, resolve_variant
-from engines.vision import ImageClassifier
+from engines.vision.classifier import ImageClassifier
 
 pytestmark = pytest.mark.e2e
 

@@ -1,6 +1,6 @@
 """The real onnxruntime_genai with faults at its boundary: slow tokens, or an error on the N-th token.
 
-Install with `engines.chat_model.use_fake_genai(ScriptedGenai(genai(), ...))`; everything but the
+Install with `engines.chat.model.use_fake_genai(ScriptedGenai(genai(), ...))`; everything but the
 generator's `generate_next_token` is the real module.
 """
 

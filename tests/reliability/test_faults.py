@@ -16,11 +16,12 @@ import pytest
 from PIL import Image
 
 from app.cli import run
-from engines import devices, runtime
-from engines.chat import ChatModel, ChatOptions, Conversation, GenerationFailedError, StopReason
-from engines.chat_model import genai, use_fake_genai
+from engines import runtime
+from engines.chat.conversation import ChatModel, ChatOptions, Conversation, GenerationFailedError, StopReason
+from engines.chat.model import genai, use_fake_genai
 from engines.errors import GenerationError
-from engines.retry import HEALTH
+from engines.runtime import devices
+from engines.runtime.fallback import HEALTH
 from engines.types import CancelToken, DeviceChoice
 from tests.reliability.conftest import Recorder
 from tests.reliability.genai_faults import ScriptedGenai
@@ -52,7 +53,7 @@ def fake_runtime() -> Iterator[None]:
 
 
 def _contract(session: object, spec: object) -> object:
-    from engines.vision import _Contract
+    from engines.vision.classifier import _Contract
 
     return _Contract("pixels", "scores", np.float32, None)
 
@@ -92,10 +93,10 @@ def test_a_device_lost_mid_run_moves_the_work_or_stops_clearly(
             raise RuntimeError(native)
         return np.tile([[5.0, 0.0, 0.0, 0.0]], (batch.shape[0], 1))
 
-    monkeypatch.setattr("engines.vision.ImageClassifier.infer", infer)
-    monkeypatch.setattr("engines.vision.check_contract", _contract)
-    monkeypatch.setattr("engines.vision.ImageClassifier._warmup", lambda self: 0.0)
-    monkeypatch.setattr("engines.vision.IOBINDING_EPS", set())
+    monkeypatch.setattr("engines.vision.classifier.ImageClassifier.infer", infer)
+    monkeypatch.setattr("engines.vision.classifier.check_contract", _contract)
+    monkeypatch.setattr("engines.vision.classifier.ImageClassifier._warmup", lambda self: 0.0)
+    monkeypatch.setattr("engines.vision.classifier.IOBINDING_EPS", set())
     supported = {"CPUExecutionProvider": None, ep: set(OPS)}
     laptop = directml_laptop if ep == "DmlExecutionProvider" else snapdragon
     fake = laptop(graph_ops=OPS, supported_ops=supported)

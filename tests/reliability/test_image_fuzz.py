@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from PIL import Image
 
 from engines.errors import ImageError, StudioError
-from engines.images import Preprocess, preprocess
+from engines.vision.images import Preprocess, preprocess
 from tests.reliability.conftest import Recorder
 
 CATEGORY = "Images"

@@ -23,7 +23,7 @@ from PIL import Image
 from app.chat_process import ChatSession
 from engines.errors import ImageError
 from engines.types import CancelToken, DeviceChoice
-from engines.vision import ImageClassifier
+from engines.vision.classifier import ImageClassifier
 from tests.reliability.conftest import Recorder, long_soak
 
 CATEGORY = "Soak"

@@ -361,7 +361,7 @@ def test_a_gpu_lost_mid_batch_is_marked_unusable_and_a_retry_on_the_cpu_is_offer
 ) -> None:
     from PySide6.QtWidgets import QPushButton
 
-    from engines.retry import HEALTH
+    from engines.runtime.fallback import HEALTH
     from engines.types import CPU_EP, DeviceChoice, Placement
 
     dml = "DmlExecutionProvider"

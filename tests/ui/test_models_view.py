@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from app.models_host import LibraryPlaces, ModelsHost, wire_models_view
-from engines.manifest import file_entry, list_model_files
+from engines.models.manifest import file_entry, list_model_files
 from tests.unit.fake_hub import serve, write_catalog
 from tests.unit.netguard import loopback_only
 from tests.unit.tiny_models import colour_classifier

@@ -19,8 +19,8 @@ from PySide6.QtWidgets import QApplication
 from app import paths
 from app.logs import log_file
 from app.settings import settings_path
-from engines.compiled_cache import CacheKey, CompiledModelCache
-from engines.library import format_bytes
+from engines.models.library import format_bytes
+from engines.runtime.compiled_cache import CacheKey, CompiledModelCache
 from ui.settings_view import EMPTY_CACHE
 from ui.theme import DARK, LIGHT, apply_theme
 

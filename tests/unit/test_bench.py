@@ -20,8 +20,7 @@ from app import bench_history
 from app.bench_history import BenchHistory
 from app.cli import run as cli
 from app.commands.bench import ProgressBar
-from engines.bench import interleave, model_kind, run_benchmark
-from engines.bench_data import (
+from engines.bench.data import (
     CSV_COLUMNS,
     BenchConfig,
     BenchProgress,
@@ -34,7 +33,8 @@ from engines.bench_data import (
     rate_ratio,
     throughput,
 )
-from engines.bench_genai import RawGenaiLoop, chat_numbers, lockstep_answer
+from engines.bench.genai import RawGenaiLoop, chat_numbers, lockstep_answer
+from engines.bench.runner import interleave, model_kind, run_benchmark
 from engines.errors import CancelledError, StudioError
 from engines.types import CancelToken, DeviceType
 from tests.unit.fake_ort import CPU, DML, FakeOrt, directml_laptop

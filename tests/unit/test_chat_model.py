@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from engines import chat_model
-from engines.chat import ChatModel
-from engines.chat_model import (
+from engines.chat.conversation import ChatModel
+from engines.chat import model as chat_model
+from engines.chat.model import (
     CHAT_TEMPLATE_FILE,
     DML_EP,
     GENAI_CONFIG,

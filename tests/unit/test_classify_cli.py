@@ -11,8 +11,9 @@ import pytest
 from PIL import Image
 
 from app.cli import run
-from engines import devices, runtime
-from engines.retry import HEALTH
+from engines import runtime
+from engines.runtime import devices
+from engines.runtime.fallback import HEALTH
 from tests.unit.fake_ort import directml_laptop, snapdragon
 from tests.unit.tiny_models import colour_classifier
 
@@ -47,11 +48,11 @@ def test_npu_choice_on_a_machine_with_an_npu_loads_the_qdq_variant(
     )
     # The fake runs no maths: answer like the real model would for a red photo.
     monkeypatch.setattr(
-        "engines.vision.ImageClassifier.infer",
+        "engines.vision.classifier.ImageClassifier.infer",
         lambda self, batch: __import__("numpy").tile([[5.0, 0.0, 0.0, 0.0]], (batch.shape[0], 1)),
     )
-    monkeypatch.setattr("engines.vision.check_contract", _fake_contract)
-    monkeypatch.setattr("engines.vision.IOBINDING_EPS", set())
+    monkeypatch.setattr("engines.vision.classifier.check_contract", _fake_contract)
+    monkeypatch.setattr("engines.vision.classifier.IOBINDING_EPS", set())
     runtime.use_fake(fake)
     devices.reset_registrations()
     code = run(["classify", str(_photo(tmp_path)), "--device", "npu", "--model", "colours", "--json"])
@@ -73,10 +74,10 @@ def test_a_gpu_lost_mid_run_moves_the_work_to_the_cpu_and_says_so(
             raise RuntimeError("DirectML: DXGI_ERROR_DEVICE_REMOVED (0x887A0005)")
         return np.tile([[5.0, 0.0, 0.0, 0.0]], (batch.shape[0], 1))
 
-    monkeypatch.setattr("engines.vision.ImageClassifier.infer", infer)
-    monkeypatch.setattr("engines.vision.check_contract", _fake_contract)
-    monkeypatch.setattr("engines.vision.ImageClassifier._warmup", lambda self: 0.0)
-    monkeypatch.setattr("engines.vision.IOBINDING_EPS", set())
+    monkeypatch.setattr("engines.vision.classifier.ImageClassifier.infer", infer)
+    monkeypatch.setattr("engines.vision.classifier.check_contract", _fake_contract)
+    monkeypatch.setattr("engines.vision.classifier.ImageClassifier._warmup", lambda self: 0.0)
+    monkeypatch.setattr("engines.vision.classifier.IOBINDING_EPS", set())
     runtime.use_fake(directml_laptop(graph_ops=("GlobalAveragePool", "Flatten", "Gemm")))
     code = run(["classify", str(_photo(tmp_path)), "--device", "gpu", "--model", "colours", "--json"])
     captured = capsys.readouterr()
@@ -96,7 +97,7 @@ def test_a_gpu_lost_mid_run_moves_the_work_to_the_cpu_and_says_so(
 
 
 def _fake_contract(session: object, spec: object) -> object:
-    from engines.vision import _Contract
+    from engines.vision.classifier import _Contract
 
     return _Contract("pixels", "scores", __import__("numpy").float32, None)
 

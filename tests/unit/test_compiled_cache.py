@@ -17,16 +17,16 @@ from typing import Any
 import numpy as np
 import pytest
 
-from engines import devices
-from engines.compiled_cache import (
+from engines.errors import SessionCreationError
+from engines.runtime import devices
+from engines.runtime.compiled_cache import (
     CONTEXT_MODEL_NAME,
     SIDECAR_NAME,
     CacheKey,
     CompiledModelCache,
     options_that_matter,
 )
-from engines.errors import SessionCreationError
-from engines.sessions import SessionSettings, create_session
+from engines.runtime.sessions import SessionSettings, create_session
 from engines.types import DeviceChoice
 
 QNN = "QNNExecutionProvider"

@@ -13,7 +13,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from engines import devices, doctor
+from engines import doctor
 from engines.doctor import (
     PROBE_MODEL,
     DoctorReport,
@@ -23,6 +23,7 @@ from engines.doctor import (
     run_doctor,
     write_outputs,
 )
+from engines.runtime import devices
 from engines.types import DeviceChoice
 
 QNN = "QNNExecutionProvider"

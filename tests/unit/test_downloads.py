@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from engines.downloads import (
+from engines.errors import CancelledError, ModelError, StorageError
+from engines.models.downloads import (
     DownloadError,
     DownloadProgress,
     download_model,
@@ -23,9 +24,8 @@ from engines.downloads import (
     partial_bytes,
     staging_dir,
 )
-from engines.errors import CancelledError, ModelError, StorageError
-from engines.library import scan_library, verify_model
-from engines.manifest import load_manifest, sha256_file
+from engines.models.library import scan_library, verify_model
+from engines.models.manifest import load_manifest, sha256_file
 from engines.types import CancelToken
 from tests.unit.fake_hub import COMMIT, REPO_ID, SUBFOLDER, FakeHub, serve, write_catalog
 from tests.unit.netguard import loopback_only

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from engines.errors import DeviceUnavailableError, ModelError, SessionCreationError, StudioError
-from engines.failures import diagnose, explain
+from engines.runtime.failures import diagnose, explain
 
 QNN = "QNNExecutionProvider"
 DML = "DmlExecutionProvider"

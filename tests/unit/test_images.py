@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 from engines.errors import ImageError
-from engines.images import Preprocess, load_rgb, preprocess, resize_and_crop, to_tensor
+from engines.vision.images import Preprocess, load_rgb, preprocess, resize_and_crop, to_tensor
 
 SPEC = Preprocess()
 

@@ -19,7 +19,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from engines.errors import CancelledError, InputContractError, ModelError, StorageError, StudioError
-from engines.library import (
+from engines.models.importer import ClassifierOptions, ImportDetails, import_model
+from engines.models.library import (
     FITS,
     MAY_BE_SLOW,
     WONT_FIT,
@@ -34,8 +35,7 @@ from engines.library import (
     scan_library,
     verify_model,
 )
-from engines.manifest import file_entry, list_model_files, load_manifest, sha256_file
-from engines.model_import import ClassifierOptions, ImportDetails, import_model
+from engines.models.manifest import file_entry, list_model_files, load_manifest, sha256_file
 from engines.types import CancelToken
 from tests.unit.netguard import NetworkAccessError, loopback_only
 from tests.unit.tiny_models import colour_classifier
@@ -183,7 +183,7 @@ def test_import_onnx_classifier_writes_a_verified_manifest_and_it_classifies(use
     from PIL import Image
 
     from engines.types import DeviceChoice
-    from engines.vision import ImageClassifier
+    from engines.vision.classifier import ImageClassifier
 
     model = _onnx_source(tmp_path)
     options = ClassifierOptions(labels=model.parent / "labels.txt", mean=(0, 0, 0), std=(255, 255, 255))
@@ -368,7 +368,7 @@ def test_a_full_disk_is_refused_before_copying(user: Path, tmp_path: Path, monke
 def test_a_failure_after_copying_removes_the_staging_folder(
     user: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import engines.library as library
+    import engines.models.library as library
 
     model = _onnx_source(tmp_path)
 
@@ -578,7 +578,7 @@ import sys
 sys.path.insert(0, {repo!r})
 from tests.unit.netguard import install
 blocked = install()
-import engines.downloads, engines.library, engines.model_import
+import engines.models.downloads, engines.models.library, engines.models.importer
 assert "huggingface_hub" not in sys.modules, "importing the engines loaded huggingface_hub"
 from app.cli import run
 codes = [run(["models", "list"]), run(["models", "catalog"]), run(["models", "verify"]),

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from engines.errors import ModelError
-from engines.manifest import (
+from engines.models.manifest import (
     MANIFEST_NAME,
     SCHEMA_VERSION,
     file_entry,

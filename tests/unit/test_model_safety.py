@@ -11,9 +11,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from engines.errors import ModelError
-from engines.model_safety import inspect_onnx, safe_child
+from engines.models.safety import inspect_onnx, safe_child
 from engines.types import DeviceChoice
-from engines.vision import ImageClassifier
+from engines.vision.classifier import ImageClassifier
 from tests.unit.tiny_models import colour_classifier
 
 

@@ -14,11 +14,11 @@ from onnx import TensorProto, helper, numpy_helper
 from PIL import Image
 
 from engines.errors import ImageError, ModelError, StudioError
-from engines.images import Preprocess, preprocess
-from engines.manifest import load_manifest, verify_files
-from engines.quantize import QuantizeOptions, fix_batch_dimension, quantize_classifier
+from engines.models.manifest import load_manifest, verify_files
+from engines.models.variants import resolve_variant
 from engines.types import DeviceChoice
-from engines.variants import resolve_variant
+from engines.vision.images import Preprocess, preprocess
+from engines.vision.quantize import QuantizeOptions, fix_batch_dimension, quantize_classifier
 
 CLASSES = 10
 SIZE = 32
@@ -76,7 +76,7 @@ CLASSIFIER_SPEC = {
 
 
 def model_folder(root: Path, name: str = "tiny", precision: str = "fp32", **extra: object) -> Path:
-    from engines.manifest import file_entry, write_manifest
+    from engines.models.manifest import file_entry, write_manifest
 
     folder = root / name
     folder.mkdir(parents=True)

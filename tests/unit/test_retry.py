@@ -7,9 +7,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from engines.devices import DiscoveryReport
 from engines.errors import DeviceUnavailableError, ImageError, PlacementError
-from engines.retry import (
+from engines.runtime.devices import DiscoveryReport
+from engines.runtime.fallback import (
     DeviceFailedError,
     DeviceHealth,
     FallbackOffer,

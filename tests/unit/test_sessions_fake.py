@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from engines import devices
 from engines.errors import DeviceUnavailableError, PlacementError, SessionCreationError
-from engines.sessions import SessionSettings, create_session
+from engines.runtime import devices
+from engines.runtime.sessions import SessionSettings, create_session
 from engines.types import DeviceChoice, DeviceType
 from tests.unit.fake_ort import CPU, DML, QNN, FakeOrt, Policy, directml_laptop, plain_linux, snapdragon
 

@@ -12,7 +12,7 @@ from PIL import Image
 
 from engines.errors import CancelledError, InputContractError, ModelError
 from engines.types import CancelToken, DeviceChoice
-from engines.vision import ClassifierSpec, ImageClassifier, softmax, top_k
+from engines.vision.classifier import ClassifierSpec, ImageClassifier, softmax, top_k
 from tests.unit.tiny_models import colour_classifier
 
 CPU = DeviceChoice.parse("cpu")

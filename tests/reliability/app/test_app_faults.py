@@ -20,9 +20,9 @@ from PIL import Image
 from app import paths
 from app.settings import Settings, save_settings
 from app.storage import ConversationStore
-from engines.chat import ChatModel
-from engines.chat_model import genai, use_fake_genai
-from engines.manifest import file_entry, list_model_files
+from engines.chat.conversation import ChatModel
+from engines.chat.model import genai, use_fake_genai
+from engines.models.manifest import file_entry, list_model_files
 from engines.types import DeviceChoice
 from tests.reliability.conftest import Recorder
 from tests.reliability.genai_faults import ScriptedGenai
@@ -128,9 +128,9 @@ def _reopened_messages(conversation_id: int) -> list[Any]:
 def test_close_during_device_discovery(
     make_studio: Callable[..., Any], qtbot: Any, monkeypatch: pytest.MonkeyPatch, reliability: Recorder
 ) -> None:
-    import engines.devices
+    import engines.runtime.devices
 
-    real = engines.devices.discover
+    real = engines.runtime.devices.discover
     entered = threading.Event()
 
     def slow_discover(*args: Any, **kwargs: Any) -> Any:
@@ -138,7 +138,7 @@ def test_close_during_device_discovery(
         time.sleep(1.5)  # a driver that takes its time to answer
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(engines.devices, "discover", slow_discover)
+    monkeypatch.setattr(engines.runtime.devices, "discover", slow_discover)
     studio = make_studio()
     _show(studio, qtbot)
     qtbot.waitUntil(entered.is_set, timeout=TIMEOUT)
@@ -287,7 +287,7 @@ def test_close_during_a_model_import(
     monkeypatch: pytest.MonkeyPatch,
     reliability: Recorder,
 ) -> None:
-    import engines.model_import as model_import
+    import engines.models.importer as model_import
 
     real_copy = model_import.copy_files
     copying = threading.Event()
@@ -389,7 +389,7 @@ def test_close_during_a_model_verification(
 ) -> None:
     """Re-hashing a model cannot be cancelled: the close waits for it (at most the hosts' shutdown
     timeout; after that the app exits without waiting)."""
-    import engines.library as library
+    import engines.models.library as library
 
     real_verify = library.verify_files
     hashing = threading.Event()

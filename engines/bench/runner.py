@@ -9,7 +9,7 @@ runtime *interleaved* on the same session, so a noisy neighbour on a shared mach
   and top-5 are CPU work either caller does, so neither side times them); p50 / p90 / p99 at batch 1,
   throughput at batch 1 and batch N;
 - chat: `Conversation.send` vs a raw onnxruntime-genai loop on the same og.Model, token for token in
-  lockstep (engines.bench_genai): time to first token, prefill and decode tokens/s.
+  lockstep (engines.bench.genai): time to first token, prefill and decode tokens/s.
 
 A device type with no usable device is listed with the reason, never skipped; a run that fell back
 (a "GPU" run that ended on the CPU) carries its placement and says so.
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engines.bench_data import (
+from engines.bench.data import (
     CHAT,
     FAILED,
     OK,
@@ -48,8 +48,8 @@ from engines.bench_data import (
     paired_overhead,
     throughput,
 )
-from engines.devices import DiscoveryReport, discover
 from engines.errors import CancelledError, ModelError, StudioError
+from engines.runtime.devices import DiscoveryReport, discover
 from engines.types import CPU_EP, CancelToken, DeviceChoice, DeviceType, Placement, short_ep_name
 
 log = logging.getLogger(__name__)
@@ -264,7 +264,7 @@ def run_benchmark(
                 except CancelledError:
                     raise
                 except Exception as exc:
-                    from engines import failures
+                    from engines.runtime import failures
 
                     error = exc if isinstance(exc, StudioError) else failures.explain(exc, ep)
                     log.warning("benchmark of %s on %s failed: %s", name, device.value, error.user_text())
@@ -310,10 +310,10 @@ def _bench_vision(
     reporter: _Reporter,
     cancel: CancelToken | None,
 ) -> DeviceResult:
-    from engines.compiled_cache import CompiledModelCache
-    from engines.model_safety import inspect_onnx
-    from engines.sessions import SessionSettings, create_session
-    from engines.vision import ClassifierSpec
+    from engines.models.safety import inspect_onnx
+    from engines.runtime.compiled_cache import CompiledModelCache
+    from engines.runtime.sessions import SessionSettings, create_session
+    from engines.vision.classifier import ClassifierSpec
 
     spec = ClassifierSpec.from_folder(folder)
     inspect_onnx(spec.model_path, spec.declared_bytes)
@@ -377,7 +377,7 @@ def _measure_classifier(
     """Warm up, then time the engine against raw session.run (alternately), then batch N."""
     import numpy as np
 
-    from engines.vision import ImageClassifier
+    from engines.vision.classifier import ImageClassifier
 
     classifier = ImageClassifier(spec, choice, settings, session=verified, warmup=False)
     session = classifier.session
@@ -482,9 +482,9 @@ def _bench_chat(
     reporter: _Reporter,
     cancel: CancelToken | None,
 ) -> DeviceResult:
-    from engines.bench_genai import RawGenaiLoop, chat_numbers, chat_prompt_tokens, lockstep_answer
-    from engines.chat import ChatModel, ChatOptions, StopReason
-    from engines.chat_model import genai
+    from engines.bench.genai import RawGenaiLoop, chat_numbers, chat_prompt_tokens, lockstep_answer
+    from engines.chat.conversation import ChatModel, ChatOptions, StopReason
+    from engines.chat.model import genai
 
     choice = DeviceChoice(ep=ep)
     reporter.update(0.02, detail="loading the model (first)")

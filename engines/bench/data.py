@@ -1,7 +1,7 @@
 """Benchmark settings and results as plain data: statistics, ratios, JSON and CSV.
 
 Nothing here imports a runtime (or numpy): the UI, the history store and the CLI read these types
-without loading ONNX Runtime. The measuring itself is in `engines.bench`.
+without loading ONNX Runtime. The measuring itself is in `engines.bench.runner`.
 """
 
 from __future__ import annotations

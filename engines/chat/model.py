@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
-from engines import failures, runtime
+from engines import runtime
 from engines.errors import DeviceUnavailableError, ModelError, StudioError
-from engines.model_safety import inspect_onnx
+from engines.models.safety import inspect_onnx
+from engines.runtime import failures
 from engines.types import CPU_EP, DeviceChoice, DeviceType, Placement, Policy, short_ep_name
 
 log = logging.getLogger(__name__)

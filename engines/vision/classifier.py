@@ -14,12 +14,12 @@ from typing import Any
 import numpy as np
 
 from engines import runtime
-from engines.compiled_cache import CompiledModelCache, ProgressCallback
 from engines.errors import CancelledError, InputContractError, ModelError, StudioError
-from engines.images import Preprocess, preprocess
-from engines.model_safety import inspect_onnx, safe_child
-from engines.sessions import SessionSettings, VerifiedSession, create_session
+from engines.models.safety import inspect_onnx, safe_child
+from engines.runtime.compiled_cache import CompiledModelCache, ProgressCallback
+from engines.runtime.sessions import SessionSettings, VerifiedSession, create_session
 from engines.types import CPU_EP, CancelToken, Classification, ClassScore, DeviceChoice, Placement
+from engines.vision.images import Preprocess, preprocess
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Generic, TypeVar
 
-from engines.devices import DiscoveryReport
 from engines.errors import (
     CancelledError,
     DeviceUnavailableError,
@@ -29,7 +28,8 @@ from engines.errors import (
     SessionCreationError,
     StudioError,
 )
-from engines.failures import Diagnosis, diagnose
+from engines.runtime.devices import DiscoveryReport
+from engines.runtime.failures import Diagnosis, diagnose
 from engines.types import CPU_EP, DeviceChoice, DeviceType, Policy, short_ep_name
 
 log = logging.getLogger(__name__)
@@ -281,7 +281,7 @@ class FallbackRunner(Generic[S]):
 
     def _report(self) -> DiscoveryReport:
         if self.report is None:
-            from engines.devices import discover
+            from engines.runtime.devices import discover
 
             self.report = discover()
         return self.report

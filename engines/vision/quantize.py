@@ -32,8 +32,15 @@ from PIL import Image, ImageOps
 
 from engines import runtime
 from engines.errors import ImageError, ModelError, StudioError
-from engines.images import Preprocess, load_rgb, resize_and_crop, to_tensor
-from engines.manifest import MANIFEST_NAME, SCHEMA_VERSION, file_entry, load_manifest, sha256_file, write_manifest
+from engines.models.manifest import (
+    MANIFEST_NAME,
+    SCHEMA_VERSION,
+    file_entry,
+    load_manifest,
+    sha256_file,
+    write_manifest,
+)
+from engines.vision.images import Preprocess, load_rgb, resize_and_crop, to_tensor
 
 log = logging.getLogger(__name__)
 
@@ -426,7 +433,7 @@ def _cpu_session(model: Path) -> Any:
     try:
         return ort.InferenceSession(str(model), sess_options=so, providers=["CPUExecutionProvider"])
     except Exception as exc:
-        from engines.failures import explain
+        from engines.runtime.failures import explain
 
         raise explain(exc, "CPUExecutionProvider") from exc
 

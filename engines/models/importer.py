@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from engines.errors import CancelledError, ModelError, StorageError, StudioError
-from engines.library import (
+from engines.models.library import (
     DEVICE_CLASSES,
     GENAI_CONFIG,
     KIND_CLASSIFIER,
@@ -36,7 +36,7 @@ from engines.library import (
     commit_folder,
     suggest_name,
 )
-from engines.manifest import MANIFEST_NAME, SCHEMA_VERSION, list_model_files, load_manifest, write_manifest
+from engines.models.manifest import MANIFEST_NAME, SCHEMA_VERSION, list_model_files, load_manifest, write_manifest
 from engines.types import EP_DEVICE_TYPE, CancelToken
 
 _NATIVE_SUFFIXES = (".dll", ".so", ".dylib", ".pyd", ".exe")
@@ -238,7 +238,7 @@ def _link_inside(path: Path, root: Path, root_real: Path) -> None:
 
 def _onnx_file_set(model: Path) -> list[tuple[Path, str]]:
     """The .onnx file plus its external data files (which must sit inside the model's folder)."""
-    from engines.model_safety import inspect_onnx
+    from engines.models.safety import inspect_onnx
 
     info = inspect_onnx(model)  # external data inside the folder, no custom-op domains
     root = model.parent
@@ -250,7 +250,7 @@ def _onnx_file_set(model: Path) -> list[tuple[Path, str]]:
 
 def _precheck_genai(source: Path) -> None:
     """The genai checks on the source, before a byte is copied (they run again on the copy)."""
-    from engines.chat_model import validate_model_folder
+    from engines.chat.model import validate_model_folder
 
     validate_model_folder(source)
 
@@ -366,7 +366,7 @@ def _check_classifier(folder: Path, spec: dict[str, Any]) -> dict[str, Any]:
     import numpy as np
 
     from engines import runtime
-    from engines.vision import ClassifierSpec, check_contract
+    from engines.vision.classifier import ClassifierSpec, check_contract
 
     parsed = ClassifierSpec.from_folder(folder)
     try:
@@ -395,7 +395,7 @@ def _check_classifier(folder: Path, spec: dict[str, Any]) -> dict[str, Any]:
 def _classifier_folder_manifest(
     tmp: Path, name: str, source: Path, original: Mapping[str, Any], details: ImportDetails
 ) -> dict[str, Any]:
-    from engines.model_safety import inspect_onnx
+    from engines.models.safety import inspect_onnx
 
     manifest = _base_manifest(name, KIND_CLASSIFIER, details, {**original, "source": {"imported_from": str(source)}})
     manifest["classifier"] = dict(original["classifier"])
@@ -410,7 +410,7 @@ def _classifier_folder_manifest(
 
 
 def genai_manifest(tmp: Path, name: str, source: Path, details: ImportDetails) -> dict[str, Any]:
-    from engines.chat_model import validate_model_folder
+    from engines.chat.model import validate_model_folder
 
     info = validate_model_folder(tmp)  # the copy is what will be loaded: validate it, not only the source
     original: dict[str, Any] = {}

@@ -25,8 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from engines import failures
-from engines.chat_model import (
+from engines.chat.model import (
     ModelFolder,
     ProviderPlan,
     available_providers,
@@ -35,8 +34,9 @@ from engines.chat_model import (
     plan_providers,
     validate_model_folder,
 )
-from engines.chat_types import Answer, ChatMessage, ChatOptions, GenerationStats, StopReason
+from engines.chat.types import Answer, ChatMessage, ChatOptions, GenerationStats, StopReason
 from engines.errors import GenerationError, ModelError, StudioError
+from engines.runtime import failures
 from engines.types import CancelToken, DeviceChoice, Placement, short_ep_name
 
 __all__ = [
@@ -189,7 +189,7 @@ class ChatModel:
     ) -> ChatModel:
         """Validate the folder, check it fits in memory, configure the providers, load model and tokenizer,
         check the template. A model that cannot fit in this machine's RAM is refused before loading."""
-        from engines.library import MAY_BE_SLOW, WONT_FIT, estimate_fit
+        from engines.models.library import MAY_BE_SLOW, WONT_FIT, estimate_fit
 
         choice = choice or DeviceChoice()
         info = validate_model_folder(folder)

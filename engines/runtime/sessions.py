@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engines import compiled_cache, failures, runtime
-from engines.compiled_cache import CacheOutcome, CompiledModelCache, ProgressCallback
-from engines.devices import DML_EP, QNN_EP, DiscoveryReport, discover
+from engines import runtime
 from engines.errors import DeviceUnavailableError, ModelError, PlacementError, StudioError
+from engines.runtime import compiled_cache, failures
+from engines.runtime.compiled_cache import CacheOutcome, CompiledModelCache, ProgressCallback
+from engines.runtime.devices import DML_EP, QNN_EP, DiscoveryReport, discover
 from engines.types import CPU_EP, EP_DEVICE_TYPE, DeviceChoice, DeviceType, Placement, Policy, short_ep_name
 
 log = logging.getLogger(__name__)
@@ -300,7 +301,7 @@ def create_session(
     path = Path(model_path)
     settings = settings or SessionSettings()
     check_model_file(path)
-    from engines.retry import HEALTH  # devices that failed earlier in this run are not planned again
+    from engines.runtime.fallback import HEALTH  # devices that failed earlier in this run are not planned again
 
     HEALTH.check(choice)
     report = HEALTH.apply(report or discover())

@@ -33,7 +33,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, cast
 
 from engines.errors import CancelledError, ModelError, StorageError, StudioError
-from engines.library import (
+from engines.models.library import (
     KIND_LLM,
     ModelEntry,
     check_free_space,
@@ -368,7 +368,7 @@ def _commit(
     commits: list[str],
     bundled_dir: Path | None,
 ) -> ModelEntry:
-    from engines.model_import import ImportDetails, genai_manifest
+    from engines.models.importer import ImportDetails, genai_manifest
 
     details = ImportDetails(
         name=name,

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from engines.errors import ModelError, StorageError
-from engines.manifest import file_entry, list_model_files, load_manifest, verify_files, write_manifest
+from engines.models.manifest import file_entry, list_model_files, load_manifest, verify_files, write_manifest
 
 log = logging.getLogger(__name__)
 

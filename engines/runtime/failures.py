@@ -3,7 +3,7 @@
 ONNX Runtime, its EPs and onnxruntime-genai report failures as long native strings (file names,
 line numbers, HRESULTs, QNN status codes). `explain` turns them into a StudioError a user can act on;
 `diagnose` also says whether the device itself failed (a device that is gone for the rest of the run,
-see engines/retry.py) and gives the code users search for (QNN 1002, 0x887A0005, ...).
+see engines/runtime/fallback.py) and gives the code users search for (QNN 1002, 0x887A0005, ...).
 """
 
 from __future__ import annotations

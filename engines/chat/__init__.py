@@ -1,0 +1,1 @@
+"""Chat: folder validation, the genai model, conversations, chat types."""

@@ -1,0 +1,1 @@
+"""Images (decode and preprocess), the classifier, quantization."""
