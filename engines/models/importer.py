@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -23,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engines import jsonfile
 from engines.errors import CancelledError, ModelError, StorageError, StudioError
 from engines.models.library import (
     DEVICE_CLASSES,
@@ -416,7 +416,7 @@ def genai_manifest(tmp: Path, name: str, source: Path, details: ImportDetails) -
     original: dict[str, Any] = {}
     with contextlib.suppress(ModelError):
         original = load_manifest(source)  # e.g. a copy of a library model: keep licence, precision, devices
-    config = json.loads((tmp / GENAI_CONFIG).read_text(encoding="utf-8"))
+    config = jsonfile.read_object(tmp / GENAI_CONFIG)  # validated above: it parses
     decoder_file = tmp / config["model"]["decoder"]["filename"]
     precision = details.precision or str(original.get("precision") or "") or detect_precision(decoder_file)
     defaults = {
