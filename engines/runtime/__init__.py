@@ -1,8 +1,10 @@
-"""The one place that imports onnxruntime, so that tests can swap in a fake at this boundary."""
+"""The one place that imports onnxruntime (and the Windows ML / plugin EP packages next to it), so that
+tests can swap in a fake at this boundary."""
 
 from __future__ import annotations
 
 import importlib
+import sys
 from types import ModuleType
 from typing import Any
 
@@ -17,19 +19,62 @@ def ort() -> Any:
 
 
 def use_fake(module: Any) -> None:
-    """Install a fake onnxruntime (tests); `None` restores the real one."""
+    """Install a fake onnxruntime (tests); `None` restores the real one.
+
+    The fake may also carry `windowsml` (a fake Windows ML catalog package), `plugins` (import name ->
+    fake bundled plugin EP package), `qnn_plugin` and `windows_build` (the Windows build number)."""
     global _override
     _override = module
 
 
-def qnn_plugin() -> ModuleType | None:
-    """The `onnxruntime_qnn` plugin package (Windows ARM64 builds), or None when not installed."""
+def plugin(module_name: str) -> ModuleType | None:
+    """A bundled plugin EP package (`onnxruntime_qnn`, `onnxruntime_ep_openvino`), or None when not installed."""
     if _override is not None:
-        return getattr(_override, "qnn_plugin", None)
+        if module_name == "onnxruntime_qnn" and getattr(_override, "qnn_plugin", None) is not None:
+            return getattr(_override, "qnn_plugin", None)
+        found: ModuleType | None = dict(getattr(_override, "plugins", None) or {}).get(module_name)
+        return found
     try:
-        return importlib.import_module("onnxruntime_qnn")
+        return importlib.import_module(module_name)
     except ImportError:
         return None
+
+
+def qnn_plugin() -> ModuleType | None:
+    """The `onnxruntime_qnn` plugin package (Windows ARM64 builds), or None when not installed."""
+    return plugin("onnxruntime_qnn")
+
+
+def windowsml() -> Any:
+    """The `windowsml` package (Windows ML's EP catalog), or None off Windows / when not installed.
+
+    Raises nothing: a broken install is reported by the catalog module from `windowsml_error()`."""
+    global _windowsml_error
+    if _override is not None:
+        return getattr(_override, "windowsml", None)
+    if sys.platform != "win32":
+        return None
+    try:
+        return importlib.import_module("windowsml")
+    except (ImportError, OSError) as exc:  # FileNotFoundError for a missing bundled DLL is an OSError
+        _windowsml_error = f"{type(exc).__name__}: {exc}"
+        return None
+
+
+_windowsml_error = ""
+
+
+def windowsml_error() -> str:
+    """Why importing `windowsml` failed on Windows ("" when it did not fail or was not tried)."""
+    return _windowsml_error
+
+
+def windows_build() -> int:
+    """The Windows build number (26100 = 24H2), 0 off Windows."""
+    if _override is not None:
+        return int(getattr(_override, "windows_build", 0) or 0)
+    getter = getattr(sys, "getwindowsversion", None)
+    return int(getter().build) if getter is not None else 0
 
 
 def version() -> str:
