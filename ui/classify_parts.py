@@ -36,6 +36,7 @@ from PySide6.QtWidgets import (
 
 from app.paths import assets_dir
 from app.qtcompat import emit
+from engines.text import rich_text
 from engines.types import Classification, Placement
 from ui.icons import pixmap
 from ui.placement_chip import describe_placement
@@ -238,7 +239,7 @@ class ProbabilityBars(QWidget):
         for row, (label, bar, value) in enumerate(zip(self.labels, self.bars, self.values, strict=True)):
             if row < len(scores):
                 name, probability = scores[row]
-                label.setText(f"<b>{name}</b>" if row == 0 else name)
+                label.setText(f"<b>{rich_text(name)}</b>" if row == 0 else rich_text(name))
                 bar.setValue(round(probability * 1000))
                 value.setText(f"{probability:.1%}")
                 bar.show()

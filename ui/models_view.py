@@ -3,7 +3,6 @@ the catalog of downloadable models (nothing is downloaded unless the user allows
 
 from __future__ import annotations
 
-import html
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ from PySide6.QtWidgets import (
 )
 
 from engines.models.library import format_bytes
+from engines.text import rich_text
 from ui.icons import icon
 from ui.widgets import MARGIN, SPACING, BannerArea, Card, Spinner, ViewHeader, muted_label
 
@@ -417,13 +417,13 @@ class ModelsView(QWidget):
             self.details.setText("Select a model to see where it lives and whether it fits in memory.")
         else:
             fit = self.snapshot.fits.get(str(entry.folder)) if self.snapshot else None
-            lines = [f"<b>{html.escape(entry.display_name)}</b> — {html.escape(str(entry.folder))}"]
+            lines = [f"<b>{rich_text(entry.display_name)}</b> — {rich_text(str(entry.folder))}"]
             if entry.source:
-                lines.append(f"Source: {html.escape(entry.source)}")
+                lines.append(f"Source: {rich_text(entry.source)}")
             if fit is not None:
-                lines.append(html.escape(fit.message()))
+                lines.append(rich_text(fit.message()))
             if entry.problem:
-                lines.append(f"<b>Problem:</b> {html.escape(entry.problem)}")
+                lines.append(f"<b>Problem:</b> {rich_text(entry.problem)}")
             self.details.setText("<br>".join(lines))
         self._update_buttons()
 
@@ -452,8 +452,8 @@ class ModelsView(QWidget):
             entry_info = next((e for e in self.snapshot.catalog if e.id == catalog_id), None)
         if entry_info is not None:
             self.catalog_details.setText(
-                f"{html.escape(entry_info.publisher)} · {html.escape(entry_info.parameters)} parameters · "
-                f"{html.escape(entry_info.notes)}")
+                f"{rich_text(entry_info.publisher)} · {rich_text(entry_info.parameters)} parameters · "
+                f"{rich_text(entry_info.notes)}")
         else:
             self.catalog_details.setText("Select a model to download it into your library (verified, resumable).")
 

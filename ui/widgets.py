@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 from collections.abc import Callable
 
 from PySide6.QtCore import QRectF, Qt, QTimer, Signal
@@ -20,6 +19,7 @@ from PySide6.QtWidgets import (
 
 from app.qtcompat import emit
 from engines.errors import StudioError
+from engines.text import rich_text
 from ui.icons import icon, pixmap
 from ui.theme import colors
 
@@ -79,9 +79,9 @@ class Banner(QFrame):
         glyph.setPixmap(pixmap({"error": "error", "warning": "warning"}.get(severity, "info"), 20, tint))
         glyph.setAlignment(Qt.AlignmentFlag.AlignTop)
         layout.addWidget(glyph)
-        text = f"<b>{html.escape(message)}</b>"
+        text = f"<b>{rich_text(message)}</b>"
         if hint:
-            text += f"<br>{html.escape(hint)}"
+            text += f"<br>{rich_text(hint)}"
         self.label = QLabel(text)
         self.label.setWordWrap(True)
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
