@@ -30,6 +30,7 @@ from PySide6.QtGui import (
     QTextLength,
 )
 
+from engines.text import printable
 from ui.theme import Colors
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*([^`\s]*)[^`]*$")
@@ -151,7 +152,7 @@ def insert_code(cursor: QTextCursor, segment: Segment, key: int, index: int, c: 
     header = QTextCharFormat()
     header.setForeground(QColor(c.muted))
     header.setFontPointSize(max(7.0, fixed.pointSizeF() * 0.9))
-    inner.insertText((segment.language or tr("code")) + "   ", header)
+    inner.insertText(printable(segment.language or tr("code")) + "   ", header)
     if segment.closed:
         link = QTextCharFormat(header)
         link.setAnchor(True)
@@ -162,7 +163,7 @@ def insert_code(cursor: QTextCursor, segment: Segment, key: int, index: int, c: 
     spacing = QTextBlockFormat()
     spacing.setTopMargin(4)
     inner.insertBlock(spacing, QTextCharFormat())
-    for text, color, bold, italic in highlight(segment.text, segment.language, c.dark):
+    for text, color, bold, italic in highlight(printable(segment.text), segment.language, c.dark):
         fmt = QTextCharFormat()
         fmt.setFontFamilies([fixed.family()])
         fmt.setForeground(QColor(color) if color else QColor(c.text))

@@ -19,6 +19,7 @@ from PySide6.QtGui import (
     QTextBlockFormat,
     QTextCharFormat,
     QTextCursor,
+    QTextDocument,
     QTextFormat,
     QTextFragment,
     QTextFrame,
@@ -28,10 +29,14 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QApplication, QTextBrowser, QWidget
 
 from app.qtcompat import emit
+from engines.text import printable
 from ui.code_blocks import code_blocks, insert_code, split_markdown
 from ui.theme import colors
 
 ACTION_SCHEME = "npu-action"
+# A model's answer is Markdown, never HTML: raw HTML in it (an <img src="file:..."> that the browser
+# would load, a <span> that hides text) is shown as text.
+MARKDOWN = QTextDocument.MarkdownFeature.MarkdownDialectGitHub | QTextDocument.MarkdownFeature.MarkdownNoHTML
 COLLAPSE_LINES = 14  # a user's message longer than this is shown collapsed ("Show all")
 COLLAPSE_CHARS = 1500
 FEEDBACK_MS = 1500  # how long "Copied" replaces "Copy"
@@ -278,7 +283,7 @@ class Transcript(QTextBrowser):
         if entry.meta:
             muted = QTextCharFormat()
             muted.setForeground(QColor(c.muted))
-            cursor.insertText(f"  ·  {entry.meta}", muted)
+            cursor.insertText(f"  ·  {printable(entry.meta)}", muted)
         kind, line, details = entry.chip
         if line:
             chip = QTextCharFormat()
@@ -299,7 +304,8 @@ class Transcript(QTextBrowser):
             return
         if entry.role == "user":
             short = None if entry.key in self.expanded else collapsed(text)
-            cursor.insertText(short if short is not None else text, QTextCharFormat())  # shown as typed
+            shown = printable(short if short is not None else text)
+            cursor.insertText(shown, QTextCharFormat())  # a user's message is shown as typed
             if short is not None or (entry.key in self.expanded and collapsed(text) is not None):
                 cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
                 lines = text.count("\n") + 1
@@ -314,7 +320,7 @@ class Transcript(QTextBrowser):
         elif text:
             self._insert_rich(cursor, text, entry.key, 0)
         else:
-            cursor.insertMarkdown(tr("*(no answer)*"))
+            cursor.insertMarkdown(tr("*(no answer)*"), MARKDOWN)
         footer = self._footer_parts(entry)
         if footer:
             cursor = frame.lastCursorPosition()
@@ -339,7 +345,7 @@ class Transcript(QTextBrowser):
                 if not fresh:
                     cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
                 start = cursor.position()
-                cursor.insertMarkdown(segment.text.strip("\n"))
+                cursor.insertMarkdown(printable(segment.text.strip("\n")), MARKDOWN)
                 self._shade_code(start, cursor.position())
                 fresh = False
             else:
@@ -390,7 +396,7 @@ class Transcript(QTextBrowser):
             strong.setFontWeight(QFont.Weight.DemiBold)
             parts.append((tr("Stopped") if entry.state == "stopped" else tr("Failed"), strong))
         if entry.footer:
-            parts.append((entry.footer, self._muted_format()))
+            parts.append((printable(entry.footer), self._muted_format()))
         if entry.state != "streaming":
             labels = {
                 "copy": tr("Copy"),
