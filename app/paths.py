@@ -79,3 +79,8 @@ def compiled_cache_dir() -> Path:
     path = cache_dir() / "compiled"
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def model_roots() -> list[Path]:
+    """Where models are found by name: the user's library first, then the bundled models."""
+    return [user_models_dir(), bundled_models_dir()]
