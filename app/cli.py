@@ -6,10 +6,13 @@ Errors end as one readable line and a non-zero exit; `--debug` shows the traceba
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from app import __version__
@@ -19,6 +22,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USER_ERROR = 2
 EXIT_CANCELLED = 130
+EXIT_TERMINATED = 143  # 128 + SIGTERM, as shells report a process ended by it
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,6 +57,27 @@ def print_json(data: Any) -> None:
     sys.stdout.write("\n")
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread like Ctrl+C so that every `finally` on the way out runs (an
+    import or quantize removes its work folder) instead of the process vanishing mid-write."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
+@contextlib.contextmanager
+def _sigterm_unwinds(enabled: bool) -> Iterator[None]:
+    if not enabled or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def run(argv: Sequence[str]) -> int:
     parser = build_parser()
     args = parser.parse_args(list(argv))
@@ -65,10 +90,14 @@ def run(argv: Sequence[str]) -> int:
     from engines.errors import CancelledError, StudioError
 
     try:
-        return int(func(args))
+        with _sigterm_unwinds(args.command is not None):  # the GUI stages its own shutdown
+            return int(func(args))
     except CancelledError as exc:
         print(f"npu-studio: {exc.user_text()}", file=sys.stderr)
         return EXIT_CANCELLED
+    except Terminated:
+        print("npu-studio: terminated; work in progress was removed.", file=sys.stderr)
+        return EXIT_TERMINATED
     except KeyboardInterrupt:
         print("npu-studio: interrupted.", file=sys.stderr)
         return EXIT_CANCELLED
@@ -79,7 +108,7 @@ def run(argv: Sequence[str]) -> int:
         print(f"npu-studio: error: {exc.user_text()}", file=sys.stderr)
         return EXIT_USER_ERROR
     except Exception as exc:
-        logging.getLogger(__name__).exception("unexpected failure")
+        logging.getLogger(__name__).exception("unexpected failure", extra={"file_only": True})
         if args.debug:
             raise
         print(

@@ -58,6 +58,7 @@ class DeviceCard(Card):
         grid.setVerticalSpacing(4)
         rows = [
             ("Execution provider", device.ep),
+            ("Source", device.source or "—"),
             ("Vendor", device.vendor or "—"),
             ("EP vendor", device.ep_vendor or "—"),
             ("EP version", device.ep_version or "—"),

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import gc
 import importlib.metadata
-import json
 import logging
 import os
 import platform
@@ -32,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engines import jsonfile
 from engines.bench.data import (
     CHAT,
     FAILED,
@@ -73,11 +73,11 @@ def model_kind(folder: str | os.PathLike[str]) -> str:
     manifest = root / "manifest.json"
     if manifest.is_file():
         try:
-            data = json.loads(manifest.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            data = jsonfile.read_json(manifest)
+        except jsonfile.JsonFileError as exc:
             raise ModelError(
-                f"The manifest in {root} cannot be read: {exc}", "Re-import or rebuild the model."
-            ) from exc
+                f"The manifest in {root} cannot be read: {exc.problem}.", "Re-import or rebuild the model."
+            ) from None
         if isinstance(data, dict) and isinstance(data.get("classifier"), dict):
             return VISION
     raise ModelError(

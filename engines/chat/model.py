@@ -9,7 +9,6 @@ libraries (custom ops, EP plugins): a model folder never decides which code runs
 from __future__ import annotations
 
 import importlib
-import json
 import logging
 import threading
 from collections.abc import Iterator, Mapping
@@ -17,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
-from engines import runtime
+from engines import jsonfile, runtime
 from engines.errors import DeviceUnavailableError, ModelError, StudioError
 from engines.models.safety import inspect_onnx
 from engines.runtime import failures
@@ -158,18 +157,14 @@ def validate_model_folder(folder: str | Path) -> ModelFolder:
 
 def _read_json(file: Path, name: str) -> Any:
     try:
-        text = file.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ModelError(f"{name} is not UTF-8 text ({exc.reason}).", "The file is damaged; rebuild it.") from exc
-    except OSError as exc:
-        raise ModelError(f"{name} could not be read: {exc.strerror or exc}.", "Check the file's permissions.") from exc
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
+        return jsonfile.read_json(file)
+    except jsonfile.JsonFileError as exc:
+        if exc.kind == "unreadable":
+            raise ModelError(f"{name} could not be read: {exc.detail}.", "Check the file's permissions.") from None
+        problem = exc.problem.removeprefix("it ")
         raise ModelError(
-            f"{name} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}).",
-            "The file is damaged or was edited by hand; fix it or rebuild the model folder.",
-        ) from exc
+            f"{name} {problem}.", "The file is damaged or was edited by hand; fix it or rebuild the model folder."
+        ) from None
 
 
 def _inside(root: Path, name: object, what: str) -> Path:

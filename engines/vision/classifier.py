@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
@@ -13,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from engines import runtime
+from engines import jsonfile, runtime
 from engines.errors import CancelledError, InputContractError, ModelError, StudioError
 from engines.models.safety import safe_child
 from engines.runtime.compiled_cache import CompiledModelCache, ProgressCallback
@@ -55,8 +54,10 @@ class ClassifierSpec:
                 f"{root} has no manifest.json.", "Import the classifier so NPU Studio knows its inputs and labels."
             )
         try:
-            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+            manifest = jsonfile.read_object(manifest_path)
             spec = manifest["classifier"]
+            if not isinstance(spec, dict):
+                raise TypeError(f"its classifier section is a {type(spec).__name__}, not an object")
             model_entry = next(
                 (f for f in manifest.get("files", []) if str(f["path"]).endswith(".onnx")), {"path": "model.onnx"}
             )
@@ -64,7 +65,11 @@ class ClassifierSpec:
             declared = model_entry.get("size")
             labels_name = str(spec.get("labels", "labels.txt"))
             pre = Preprocess.from_manifest(spec)
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        except jsonfile.JsonFileError as exc:
+            raise ModelError(
+                f"The manifest in {root} is not valid: {exc.problem}.", "Re-import or rebuild the model."
+            ) from None
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ModelError(f"The manifest in {root} is not valid: {exc}", "Re-import or rebuild the model.") from exc
         model_path = safe_child(root, model_file, f"The manifest in {root}")
         # The labels are shown to the user: a manifest must not make NPU Studio read files elsewhere.
