@@ -16,13 +16,12 @@ import hashlib
 import os
 import re
 import shutil
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engines import jsonfile
+from engines import jsonfile, workdirs
 from engines.errors import CancelledError, ModelError, StorageError, StudioError
 from engines.models.library import (
     DEVICE_CLASSES,
@@ -143,11 +142,23 @@ def _stage_and_commit(
     progress: ProgressCallback | None,
     cancel: CancelToken | None,
 ) -> ModelEntry:
-    user_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        user_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StorageError(
+            f"Your model library {user_dir} cannot be created: {exc.strerror or exc}.",
+            "Check that NPU Studio's data folder (NPU_STUDIO_HOME, if set) is on a writable disk.",
+        ) from None
     clean_leftovers(user_dir)
     total = sum(src.stat().st_size for src, _ in files)
     check_free_space(user_dir, total, "import")
-    tmp = Path(tempfile.mkdtemp(prefix=f".import-{name}-", dir=user_dir))
+    try:
+        tmp = workdirs.make(user_dir, f".import-{name}-")
+    except OSError as exc:
+        raise StorageError(
+            f"Your model library {user_dir} cannot be written: {exc.strerror or exc}.",
+            "Free some disk space or check the folder's permissions.",
+        ) from None
     try:
         digests = copy_files(files, tmp, progress=progress, cancel=cancel)
         return commit_folder(tmp, user_dir, name, build_manifest, digests, bundled_dir=bundled_dir, rehash=True)

@@ -19,14 +19,13 @@ import math
 import os
 import re
 import shutil
-import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engines import jsonfile
+from engines import jsonfile, workdirs
 from engines.errors import ModelError, StorageError
 from engines.models.manifest import file_entry, list_model_files, load_manifest, verify_files, write_manifest
 
@@ -283,15 +282,13 @@ def remove_model(name: str, bundled_dir: Path | None, user_dir: Path) -> Path:
 
 
 def clean_leftovers(user_dir: Path, max_age: float = LEFTOVER_AGE_SECONDS) -> list[Path]:
-    """Remove hidden folders left by killed imports/removals (older than `max_age` seconds)."""
-    removed: list[Path] = []
-    if not user_dir.is_dir():
-        return removed
-    now = time.time()
-    for path in user_dir.iterdir():
-        if path.is_dir() and path.name.startswith(_LEFTOVER_PREFIXES):
-            with contextlib.suppress(OSError):
-                if path.name.startswith(".removing-") or now - path.stat().st_mtime > max_age:
+    """Remove hidden folders left by killed imports/removals: at once when the process that made one is
+    gone (engines/workdirs.py), otherwise once older than `max_age` seconds."""
+    removed = workdirs.sweep(user_dir, (".import-",), max_age)
+    with contextlib.suppress(OSError):
+        for path in user_dir.iterdir():  # a removal is one rename: whatever is left of it is garbage
+            if path.name.startswith(".removing-") and path.is_dir() and not path.is_symlink():
+                with contextlib.suppress(OSError):
                     shutil.rmtree(path)
                     removed.append(path)
     return removed
