@@ -54,9 +54,14 @@ SAVE_DELAY_MS = 500
 
 
 def model_folder(name: str) -> Path:
-    """A model folder by name: the user's models first, then the bundled demo models."""
-    user = paths.user_models_dir() / name
-    return user if user.is_dir() else paths.bundled_models_dir() / name
+    """A model folder by name: the user's models first, then the bundled demo models (the one library
+    lookup the CLI uses); a folder that does not exist when the model is not installed."""
+    from engines.models.lookup import locate_model
+
+    try:
+        return locate_model(name, paths.model_roots()).folder
+    except ModelError:
+        return paths.bundled_models_dir() / name
 
 
 def missing_model_error(name: str, kind: str) -> ModelError:

@@ -28,7 +28,7 @@ from typing import Any
 from engines.chat.model import (
     ModelFolder,
     ProviderPlan,
-    available_providers,
+    chat_devices,
     genai,
     load_native_model,
     plan_providers,
@@ -199,7 +199,7 @@ class ChatModel:
                 f"{info.name} needs more memory than this machine has: {fit.message()}",
                 "Choose a smaller model (an int4 variant) or a shorter context.",
             )
-        plan = plan_providers(info, choice, available if available is not None else available_providers())
+        plan = plan_providers(info, choice, chat_devices(available))
         og = genai()
         model, plan = load_native_model(og, info, plan, strict=choice.strict)
         try:

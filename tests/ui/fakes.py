@@ -149,7 +149,12 @@ class FakeClassifier:
         return self._result("<bytes>" if isinstance(source, bytes) else str(source))
 
     def classify_many(
-        self, paths: list[str], k: int = 5, cancel: CancelToken | None = None, on_result: Any = None
+        self,
+        paths: list[str],
+        k: int = 5,
+        cancel: CancelToken | None = None,
+        on_result: Any = None,
+        on_index: Any = None,
     ) -> list[Classification]:
         from engines.errors import CancelledError
 
@@ -161,9 +166,11 @@ class FakeClassifier:
                 time.sleep(self.delay)
             self.calls += 1
             result = self._result(path)
-            out.append(result)
             if on_result is not None:
                 on_result(result)
+            if on_index is not None:
+                on_index(len(out), result)
+            out.append(result)
         return out
 
 

@@ -371,7 +371,7 @@ def test_a_gpu_lost_mid_batch_is_marked_unusable_and_a_retry_on_the_cpu_is_offer
             super().__init__()
             self.placement = Placement("GPU", (dml,), (dml, CPU_EP), ((dml, 12),))
 
-        def classify_many(self, paths: list[str], k: int = 5, cancel: Any = None, on_result: Any = None) -> Any:
+        def classify_many(self, paths: list[str], k: int = 5, cancel: Any = None, **kwargs: Any) -> Any:
             raise RuntimeError("DirectML: DXGI_ERROR_DEVICE_REMOVED (0x887A0005)")
 
     made: list[DeviceChoice] = []
