@@ -381,3 +381,37 @@ def test_cli_download_offline_is_not_attempted(
     monkeypatch.setattr(catalog, "windows_update_reachable", lambda timeout=3.0: False)
     assert _cli(["devices", "--download-eps", "--yes"]) == 1
     assert "offline" in capsys.readouterr().out and ep.ensure_calls == 0
+
+
+# ---- the EP in use is the one sessions and chat are configured for ------------------------------------------
+
+
+def test_a_catalog_qnn_gets_its_own_htp_backend_in_sessions_and_chat(use: Install, windows: Any) -> None:
+    from engines.chat import model as chat_model
+    from engines.runtime.sessions import SessionSettings, default_ep_options
+
+    windows("ARM64")
+    use(_snapdragon_with_catalog(_qnn_catalog()))
+    devices.discover()
+    catalog_htp = r"C:\Program Files\WindowsApps\QNN\QnnHtp.dll"
+    assert default_ep_options(QNN, SessionSettings())["backend_path"] == catalog_htp
+    calls: list[tuple[str, str]] = []
+
+    class Og:
+        def register_execution_provider_library(self, name: str, path: str) -> None:
+            calls.append((name, path))
+            raise RuntimeError(f"EP library is already registered under {name}")  # the shared ONNX Runtime
+
+    with chat_model._plugin_lock:
+        chat_model._registered_plugins.clear()
+    assert chat_model.register_qnn_plugin(Og()) == catalog_htp
+    assert calls == [(QNN, r"C:\Program Files\WindowsApps\QNN\onnxruntime_providers_qnn.dll")]
+
+
+def test_without_the_catalog_sessions_use_the_bundled_htp_backend(use: Install, windows: Any) -> None:
+    from engines.runtime.sessions import SessionSettings, default_ep_options
+
+    windows("ARM64")
+    use(_snapdragon_with_catalog(build=22631))
+    devices.discover()
+    assert default_ep_options(QNN, SessionSettings())["backend_path"] == r"C:\app\onnxruntime_qnn\QnnHtp.dll"
