@@ -415,3 +415,32 @@ def test_without_the_catalog_sessions_use_the_bundled_htp_backend(use: Install, 
     use(_snapdragon_with_catalog(build=22631))
     devices.discover()
     assert default_ep_options(QNN, SessionSettings())["backend_path"] == r"C:\app\onnxruntime_qnn\QnnHtp.dll"
+
+
+# ---- doctor ----------------------------------------------------------------------------------------------------
+
+
+def test_doctor_reports_the_catalog_the_sources_and_a_second_ort_build(
+    use: Install, windows: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from engines import doctor
+
+    windows("ARM64")
+    fake = _snapdragon_with_catalog(_qnn_catalog(), FakeCatalogEp(OPENVINO, "1.8.69", "", EpReadyState.NotPresent))
+    fake.supported_ops[QNN] = None
+    use(fake)
+    installed = {"onnxruntime-windowsml": "1.30.0.202609102321", "onnxruntime": "1.32.0"}
+    monkeypatch.setattr(doctor, "_package_version", lambda name: installed.get(name, ""))
+    report = doctor.run_doctor(classifier=None, chat_model=None, chat=None)
+    text = report.text()
+    assert "PROBLEM: 2 ONNX Runtime builds are installed (onnxruntime 1.32.0, onnxruntime-windowsml" in text
+    assert "Windows ML catalog (windowsml 2.5.96, Windows build 26100): QNNExecutionProvider 2.2420.43 (ready)" in text
+    assert "Plugin EP QNN 2.2420.43 from Windows ML catalog: registered" in text
+    assert "Plugin EP OpenVINO 1.8.69 from Windows ML catalog: not downloaded" in text
+    assert "Plugin EP QNN 2.7.0 from onnxruntime-qnn: installed, not used (not used: QNN 2.2420.43 from the" in text
+    assert "Windows ML catalog" in next(line for line in text.splitlines() if "✔ NPU" in line)
+    # every usable NPU gets a strict session (the fake has no kernels to run, so only its creation counts)
+    assert any(s.check == "strict session" and s.device == QNN for s in report.steps)
+    strict = [s for s in fake.sessions if s.options.config.get("session.disable_cpu_ep_fallback") == "1"]
+    assert strict and strict[0].assignment.keys() == {QNN}
+    assert report.as_dict()["versions"]["windows_ml"]["providers"][0]["name"] == QNN
