@@ -204,7 +204,8 @@ class ChatSession:
         on_text: Callable[[str], None],
         cancel: Any,
     ) -> dict[str, Any]:
-        """kind: send | regenerate | edit. Returns GenerationStats.as_dict() + model and final text."""
+        """kind: send | regenerate | edit | continue. Returns GenerationStats.as_dict() + model and the
+        final text (for continue: the whole answer, the earlier part included)."""
         options = chat_options(overrides)
         conversation = self._conversation(conversation_id, history, system_prompt, options)
         on_started(conversation_id)
@@ -216,6 +217,8 @@ class ChatSession:
                 stats = conversation.regenerate(coalescer.push, cancel)
             elif kind == "edit":
                 stats = conversation.edit_last(text, coalescer.push, cancel)
+            elif kind == "continue":
+                stats = conversation.continue_last(coalescer.push, cancel)
             else:
                 raise GenerationError(f"Unknown chat request '{kind}'.")
         finally:

@@ -417,7 +417,7 @@ class ChatWorker(Worker):
         overrides: dict[str, Any],
         cancel: CancelToken,
     ) -> None:
-        """kind: send | regenerate | edit."""
+        """kind: send | regenerate | edit | continue."""
 
         def job() -> None:
             if self._session is not None:
