@@ -21,7 +21,16 @@ from engines.errors import DeviceUnavailableError, ModelError, PlacementError, S
 from engines.runtime import compiled_cache, failures
 from engines.runtime.compiled_cache import CacheOutcome, CompiledModelCache, ProgressCallback
 from engines.runtime.devices import DML_EP, QNN_EP, DiscoveryReport, discover
-from engines.types import CPU_EP, EP_DEVICE_TYPE, DeviceChoice, DeviceType, Placement, Policy, short_ep_name
+from engines.types import (
+    CPU_EP,
+    EP_DEVICE_TYPE,
+    DeviceChoice,
+    DeviceType,
+    Placement,
+    Policy,
+    check_thread_count,
+    short_ep_name,
+)
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +56,9 @@ class SessionSettings:
     quantized_model: bool = False  # QDQ models run as-is on the NPU; float ones ask QNN for fp16
     htp_performance_mode: str = "burst"
     config_entries: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        check_thread_count(self.intra_op_threads)
 
 
 @dataclass
