@@ -208,25 +208,29 @@ class Spinner(QWidget):
 
 
 class ViewHeader(QWidget):
-    """Title, one-line description, and room for controls on the right."""
+    """Title and controls on one row, the description below across the whole width (it wraps rather
+    than squeezing the controls or being cut)."""
 
     def __init__(self, title: str, subtitle: str = "", parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        layout = QHBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.setSpacing(SPACING)
-        texts = QVBoxLayout()
+        texts = QVBoxLayout(self)
+        texts.setContentsMargins(0, 0, 0, 0)
         texts.setSpacing(2)
+        row = QHBoxLayout()
+        row.setSpacing(SPACING)
         self.title = QLabel(title)
         self.title.setObjectName("ViewTitle")
-        texts.addWidget(self.title)
-        self.subtitle = muted_label(subtitle)
-        texts.addWidget(self.subtitle)
-        layout.addLayout(texts, 1)
+        self.title.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
+        row.addWidget(self.title)
+        row.addStretch(1)
         self.controls = QHBoxLayout()
         self.controls.setSpacing(8)
         self.controls.setAlignment(Qt.AlignmentFlag.AlignVCenter)
-        layout.addLayout(self.controls)
+        row.addLayout(self.controls)
+        texts.addLayout(row)
+        self.subtitle = muted_label(subtitle)
+        self.subtitle.setVisible(bool(subtitle))
+        texts.addWidget(self.subtitle)
 
 
 class EmptyState(QWidget):

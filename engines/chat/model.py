@@ -12,7 +12,7 @@ import importlib
 import logging
 import threading
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
@@ -20,7 +20,8 @@ from engines import jsonfile, runtime
 from engines.errors import DeviceUnavailableError, ModelError, StudioError
 from engines.models.safety import inspect_onnx
 from engines.runtime import failures
-from engines.types import CPU_EP, DeviceChoice, DeviceType, Placement, Policy, short_ep_name
+from engines.runtime.planning import DeviceSet, plan_device
+from engines.types import CPU_EP, EP_DEVICE_TYPE, DeviceChoice, DeviceType, Placement, Policy, short_ep_name
 
 log = logging.getLogger(__name__)
 
@@ -304,14 +305,6 @@ class ProviderPlan:
         )
 
 
-def available_providers() -> frozenset[str]:
-    """EPs this build offers: ONNX Runtime's list plus an installed plugin EP (onnxruntime-qnn)."""
-    providers = {str(p) for p in runtime.ort().get_available_providers()}
-    if runtime.qnn_plugin() is not None:
-        providers.add(QNN_EP)
-    return frozenset(providers)
-
-
 def missing_reason(ep: str) -> str:
     """Why this build cannot serve `ep`, in plain words."""
     short = short_ep_name(ep)
@@ -327,57 +320,78 @@ def missing_reason(ep: str) -> str:
     return f"{short} is not part of this build."
 
 
-def plan_providers(folder: ModelFolder, choice: DeviceChoice, available: frozenset[str]) -> ProviderPlan:
-    """Turn a DeviceChoice into a ProviderPlan. Strict: a DeviceUnavailableError when the build cannot
-    serve the request; otherwise a plan that falls back to the CPU and says why."""
-    requested = choice.describe()
-    wanted = choice.wanted_type
+def chat_devices(available: frozenset[str] | None = None) -> DeviceSet:
+    """The devices onnxruntime-genai can use here: the discovered ones (minus those that failed in this
+    run) that genai can drive, or, with `available`, exactly those EPs (tests, tools)."""
+    if available is None:
+        from engines.runtime.devices import discover
+        from engines.runtime.fallback import HEALTH
 
-    def usable(ep: str) -> bool:
-        return ep == CPU_EP or (ep in GENAI_PROVIDER_NAMES and ep in available)
+        return DeviceSet.from_devices(HEALTH.apply(discover()).devices, only=GENAI_PROVIDER_NAMES)
+    eps = [ep for ep in available if ep in GENAI_PROVIDER_NAMES or ep == CPU_EP]
+    reasons: dict[str, str] = {}
+    for ep in GENAI_PROVIDER_NAMES:
+        if ep not in eps:
+            reasons.setdefault(ep, missing_reason(ep))
+            kind = EP_DEVICE_TYPE.get(ep)
+            if kind is not None:
+                reasons.setdefault(kind.value, missing_reason(ep))
+    return DeviceSet.of(sorted(eps, key=_genai_rank), reasons)
 
-    def unavailable(ep: str, reason: str) -> ProviderPlan:
+
+def _genai_rank(ep: str) -> int:
+    order = [*_CANDIDATES[DeviceType.NPU], *_CANDIDATES[DeviceType.GPU]]
+    return order.index(ep) if ep in order else len(order)
+
+
+def plan_providers(
+    folder: ModelFolder, choice: DeviceChoice, devices: DeviceSet | frozenset[str]
+) -> ProviderPlan:
+    """Turn a DeviceChoice into a ProviderPlan through the one planner (engines/runtime/planning.py).
+    Strict: a DeviceUnavailableError when the device is not there; otherwise a plan that falls back to
+    the CPU and says why. When the folder's config names the planned EP, its provider options are kept."""
+    if choice.ep is not None and choice.ep != CPU_EP and choice.ep not in GENAI_PROVIDER_NAMES:
+        reason = missing_reason(choice.ep)
         if choice.strict:
             raise DeviceUnavailableError(
-                f"{short_ep_name(ep)} is not available for chat: {reason}",
+                f"{short_ep_name(choice.ep)} is not available for chat: {reason}",
                 "Turn strict mode off to run on the CPU instead, or pick another device.",
             )
-        return ProviderPlan(requested, CPU_EP, fell_back=True, reason=reason, wanted_type=wanted, asked_eps=(ep,))
-
-    if choice.ep is not None:
-        if choice.ep == CPU_EP:
-            return ProviderPlan(requested, CPU_EP, wanted_type=wanted)
-        if not usable(choice.ep):
-            return unavailable(choice.ep, missing_reason(choice.ep))
-        return ProviderPlan(requested, choice.ep, options=choice.ep_options, wanted_type=wanted)
-    if choice.policy == Policy.CPU_ONLY:
-        return ProviderPlan(requested, CPU_EP, wanted_type=wanted)
-    if choice.policy == Policy.AUTO:
-        eps = [ep for ep in folder.config_providers if ep != CPU_EP]
-        missing = [ep for ep in eps if not usable(ep)]
-        if missing:
-            reason = f"the model asks for {short_ep_name(missing[0])}. {missing_reason(missing[0])}"
-            return unavailable(missing[0], reason)
-        return ProviderPlan(requested, eps[0] if eps else CPU_EP, from_config=True, wanted_type=wanted)
-    order = {
-        Policy.PREFER_NPU: (DeviceType.NPU,),
-        Policy.MAX_EFFICIENCY: (DeviceType.NPU,),
-        Policy.PREFER_GPU: (DeviceType.GPU,),
-        Policy.MAX_PERFORMANCE: (DeviceType.GPU, DeviceType.NPU),
-    }[choice.policy]
-    for device_type in order:
-        for ep in _CANDIDATES[device_type]:
-            if usable(ep):
-                return ProviderPlan(requested, ep, options=choice.ep_options, wanted_type=wanted)
-    first = _CANDIDATES[order[0]][0]
-    what = " or ".join(t.value for t in order)
-    reason = f"no {what} provider for chat in this build. {missing_reason(first)}"
-    if choice.strict:
-        raise DeviceUnavailableError(
-            f"No {what} is available for chat: {missing_reason(first)}",
-            "Turn strict mode off to run on the CPU instead, or pick another device.",
+        return ProviderPlan(
+            choice.describe(),
+            CPU_EP,
+            fell_back=True,
+            reason=reason,
+            wanted_type=choice.wanted_type,
+            asked_eps=(choice.ep,),
         )
-    return ProviderPlan(requested, CPU_EP, fell_back=True, reason=reason, wanted_type=wanted, asked_eps=(first,))
+    if not isinstance(devices, DeviceSet):
+        devices = chat_devices(frozenset(devices))
+    device = plan_device(choice, devices, runtime="chat")
+    asked = (device.asked_ep,) if device.asked_ep else ()
+    wanted_by_model = [ep for ep in folder.config_providers if ep != CPU_EP]
+    if wanted_by_model and device.ep == CPU_EP and not device.fell_back and choice.policy != Policy.CPU_ONLY:
+        # The folder was built for a device this machine lacks: say so, as a fallback would.
+        first = wanted_by_model[0]
+        reason = f"the model asks for {short_ep_name(first)}. {devices.reason(first) or missing_reason(first)}"
+        if choice.strict:
+            raise DeviceUnavailableError(
+                f"{short_ep_name(first)} is not available for chat: {reason}",
+                "Turn strict mode off to run on the CPU instead, or pick another device.",
+            )
+        device = replace(device, fell_back=True, reason=reason, asked_ep=first)
+        asked = (first,)
+    from_config = device.ep != CPU_EP and device.ep in folder.config_providers and not choice.ep_options
+    return ProviderPlan(
+        device.requested,
+        device.ep,
+        from_config=from_config,
+        options=choice.ep_options if device.ep != CPU_EP else (),
+        fell_back=device.fell_back,
+        reason=device.reason,
+        wanted_type=choice.wanted_type,
+        asked_eps=asked,
+    )
 
 
 # --------------------------------------------------------------------------------------------

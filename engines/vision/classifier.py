@@ -14,7 +14,7 @@ import numpy as np
 
 from engines import jsonfile, runtime
 from engines.errors import CancelledError, InputContractError, ModelError, StudioError
-from engines.models.safety import inspect_onnx, safe_child
+from engines.models.safety import safe_child
 from engines.runtime.compiled_cache import CompiledModelCache, ProgressCallback
 from engines.runtime.sessions import SessionSettings, VerifiedSession, create_session
 from engines.types import CPU_EP, CancelToken, Classification, ClassScore, DeviceChoice, Placement
@@ -230,8 +230,14 @@ class ImageClassifier:
         self.choice = choice
         settings = settings or SessionSettings(quantized_model=spec.quantized)
         if session is None:
-            inspect_onnx(spec.model_path, spec.declared_bytes)  # before any native code sees the file
-            session = create_session(spec.model_path, choice, settings, cache=cache, on_progress=on_progress)
+            session = create_session(
+                spec.model_path,
+                choice,
+                settings,
+                cache=cache,
+                on_progress=on_progress,
+                declared_bytes=spec.declared_bytes,
+            )
         self.verified = session
         self.session = self.verified.session
         self.contract = check_contract(self.session, spec)
@@ -292,10 +298,12 @@ class ImageClassifier:
         k: int = 5,
         cancel: CancelToken | None = None,
         on_result: Callable[[Classification], None] | None = None,
+        on_index: Callable[[int, Classification], None] | None = None,
     ) -> list[Classification]:
         """Batched classification of many photos, returned in input order (streamed to `on_result` as
-        they finish). A bad photo becomes a result with `error` set; the batch goes on. Cancel is checked
-        between photos and batches (raises CancelledError)."""
+        they finish, and to `on_index` with the photo's position). A bad photo becomes a result with
+        `error` set; the batch goes on. Cancel is checked between photos and batches (raises
+        CancelledError)."""
         results: list[tuple[int, Classification]] = []
         pending: list[tuple[int, str, np.ndarray, float]] = []
 
@@ -314,6 +322,8 @@ class ImageClassifier:
             results.append((index, result))
             if on_result is not None:
                 on_result(result)
+            if on_index is not None:
+                on_index(index, result)
 
         for index, path in enumerate(paths):
             if cancel is not None and cancel.cancelled:
