@@ -282,6 +282,6 @@ def check_thread_count(threads: object) -> None:
         from engines.errors import StudioError
 
         raise StudioError(
-            f"Invalid thread count {threads!r}: this machine has {limit} CPU{'s' if limit != 1 else ''}.",
-            f"Use 1 to {limit} threads (--threads), or 0 for ONNX Runtime's default.",
+            f"Invalid thread count {threads!r}: use 1 to {limit} (one per CPU of this machine).",
+            "Pass --threads 0 (the default) to let ONNX Runtime choose.",
         )
