@@ -213,7 +213,6 @@ class Studio(QObject):
         ch.settings_changed.connect(self._on_chat_settings)
         ch.enter_sends_changed.connect(self._on_chat_enter_sends)
         ch.conversation_changed.connect(self._on_chat_conversation)
-        ch.status_changed.connect(lambda t: w.set_status("chat", t))
         self.chat.status.connect(lambda t: w.set_status("chat", t))
         self.chat.status.connect(lambda t: ch.show_model_loading(t) if t else None)
         self.chat.model_loaded.connect(ch.on_model_loaded)

@@ -154,6 +154,11 @@ class Composer(QWidget):
         self._count_timer.timeout.connect(lambda: emit(self.count_requested, self.input.toPlainText()))
         self.set_enter_sends(True)
 
+    def restyle(self) -> None:
+        self.send_button.setIcon(icon("send", colors().accent_text))
+        self.stop_button.setIcon(icon("stop"))
+        self._show_draft()
+
     # --- keys -----------------------------------------------------------------------------------
     def set_enter_sends(self, enter_sends: bool) -> None:
         self.input.enter_sends = enter_sends
@@ -177,6 +182,10 @@ class Composer(QWidget):
         self.stop_button.setText(tr("Stopping…"))
 
     def set_editing(self, editing: bool) -> None:
+        c = colors()
+        self.edit_strip.setStyleSheet(
+            f"#EditStrip {{ background: {c.info_bg}; border: 1px solid {c.border}; border-radius: 6px; }}"
+        )
         self.edit_strip.setVisible(editing)
         self.send_button.setText(tr("Resend") if editing else tr("Send"))
 

@@ -43,27 +43,27 @@ class ChatInputs:
 
 @dataclass(frozen=True)
 class ChatState:
-    chip_kind: str  # ok | warn | info | error | neutral
+    chip_kind: str  # ok | warn | info | error | neutral (when there is no placement to show)
     chip_text: str
     chip_details: str
     banners: tuple[BannerSpec, ...]
-    status: str  # for the window's status bar ("" when idle)
+    placement: Placement | None = None  # the loaded model's real placement: the chip shows it
 
 
 def derive(inputs: ChatInputs) -> ChatState:
     banners: list[BannerSpec] = []
     choice = inputs.choice
+    shown: Placement | None = None
     if inputs.loading:
         kind, text, details = "neutral", tr("Loading on {device}…").format(device=choice.describe()), inputs.loading
-        status = inputs.loading
     elif inputs.model_error is not None:
         message, hint = error_text(inputs.model_error)
         kind, text, details = "error", tr("Chat model not loaded"), message
         banners.append(BannerSpec(message, hint, "error"))
-        status = ""
     elif inputs.info:
         kind, text, details = _placement_chip(inputs.info, choice)
         placement = inputs.info.get("placement")
+        shown = placement if isinstance(placement, Placement) else None
         if isinstance(placement, Placement) and placement.fell_back:
             where = short_ep_name(str(inputs.info.get("ep", ""))) or tr("another device")
             banners.append(
@@ -82,13 +82,12 @@ def derive(inputs: ChatInputs) -> ChatState:
                     "warning",
                 )
             )
-        status = tr("Writing the answer…") if inputs.generating else ""
     else:
-        kind, text, details, status = "neutral", tr("Chat model not loaded"), "", ""
+        kind, text, details = "neutral", tr("Chat model not loaded"), ""
     if inputs.answer_error is not None:
         message, hint = error_text(inputs.answer_error)
         banners.append(BannerSpec(message, hint, "error"))
-    return ChatState(kind, text, details, tuple(banners), status)
+    return ChatState(kind, text, details, tuple(banners), shown)
 
 
 def _placement_chip(info: dict[str, Any], choice: DeviceChoice) -> tuple[str, str, str]:

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QCoreApplication, Qt, QTimer, Signal
+from PySide6.QtCore import QCoreApplication, QEvent, Qt, QTimer, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QApplication,
@@ -43,8 +43,11 @@ from ui.conversation_list import ConversationList
 from ui.device_picker import DeviceChoiceModel, DevicePicker
 from ui.generation_panel import GenerationPanel
 from ui.icons import icon
+from ui.model_picker import ModelPicker
+from ui.placement_chip import PlacementChip
+from ui.theme import colors
 from ui.transcript import Entry, Transcript
-from ui.widgets import MARGIN, SPACING, Banner, BannerArea, Spinner, ViewHeader, set_badge
+from ui.widgets import MARGIN, SPACING, Banner, BannerArea, Spinner, ViewHeader
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +68,7 @@ class ChatView(QWidget):
     enter_sends_changed = Signal(bool)  # the Enter / Shift+Enter swap
     conversation_changed = Signal(int)  # the conversation on screen (0: a new, empty chat), to reopen it
     count_requested = Signal(str)  # count this draft's tokens with the model's tokenizer
-    status_changed = Signal(str)  # for the window's status bar ("" when idle)
+    model_chosen = Signal(str)  # the user picked another chat model of the library
 
     def __init__(
         self,
@@ -96,6 +99,7 @@ class ChatView(QWidget):
         self._render_timer.timeout.connect(self._render_stream)
         self._render_interval_ms = MIN_RENDER_INTERVAL_MS
         self._build(choice_model)
+        self._icons_dark = colors().dark
         self.panel.set_prompt(system_prompt)
         self.panel.set_options(options or {})
         self.refresh_list()
@@ -118,9 +122,11 @@ class ChatView(QWidget):
         self.header.controls.addWidget(self.list_button)
         self.model_spinner = Spinner()
         self.header.controls.addWidget(self.model_spinner)
-        self.model_badge = QLabel()  # the placement chip: where the chat model runs
+        self.model_picker = ModelPicker("genai-llm")
+        self.model_picker.model_chosen.connect(self.model_chosen)
+        self.header.controls.addWidget(self.model_picker)
+        self.model_badge = PlacementChip()  # where the chat model runs, derived (see rederive)
         self.model_badge.setAccessibleName(tr("Where the chat model runs"))
-        set_badge(self.model_badge, "neutral", tr("Chat model not loaded"))
         self.header.controls.addWidget(self.model_badge)
         self.picker = DevicePicker(choice_model, compact=True)
         self.header.controls.addWidget(self.picker)
@@ -204,6 +210,27 @@ class ChatView(QWidget):
         focus.activated.connect(self.input.setFocus)
         # Enter / Ctrl+Enter are the message box's own keys (ui.chat_composer.MessageBox).
         # Esc (stop, or leave edit mode) is a window-wide action: see escape().
+
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange and colors().dark != self._icons_dark:
+            self._restyle_icons()
+
+    def _restyle_icons(self) -> None:
+        """Icons are tinted pixmaps: a theme switch draws them again in the new colours."""
+        self._icons_dark = colors().dark
+        self.list_button.setIcon(icon("chat"))
+        self.settings_button.setIcon(icon("sliders"))
+        self.export_button.setIcon(icon("export"))
+        self.composer.restyle()
+        self.conversations.restyle()
+
+    def set_model(self, name: str) -> None:
+        """The library model the chat uses (remembered by the app; shown in the picker)."""
+        self.model_picker.set_current(name)
+
+    def set_model_entries(self, entries: Any) -> None:
+        self.model_picker.set_entries(entries)
 
     def set_enter_sends(self, enter_sends: bool) -> None:
         self.composer.set_enter_sends(enter_sends)
@@ -562,8 +589,10 @@ class ChatView(QWidget):
     def rederive(self) -> None:
         """Chip, state banners and status from the current inputs (see ui.chat_state)."""
         state = derive(self.inputs)
-        set_badge(self.model_badge, state.chip_kind, state.chip_text)
-        self.model_badge.setToolTip(state.chip_details)
+        if state.placement is not None:
+            self.model_badge.set_placement(state.placement, self.inputs.choice.describe())
+        else:
+            self.model_badge.set_state(state.chip_kind, state.chip_text, state.chip_details)
         wanted = {(b.message, b.hint): b for b in state.banners}
         for key, banner in list(self._state_banners.items()):
             if key not in wanted:
@@ -574,7 +603,6 @@ class ChatView(QWidget):
                 banner = self.banners.show_message(spec.message, spec.hint, spec.severity)
                 self._state_banners[key] = banner
                 banner.closed.connect(lambda k=key: self._state_banners.pop(k, None))
-        emit(self.status_changed, state.status)
 
     def on_generation_started(self, conversation_id: int) -> None:
         if self.generating and self.conversation is not None and conversation_id == self.conversation.id:

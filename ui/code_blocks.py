@@ -107,7 +107,11 @@ def _lexer(language: str) -> object | None:
 def _style(name: str) -> dict[_TokenType, tuple[str, bool, bool]]:
     """Token type -> (colour, bold, italic) for a Pygments style."""
     style = get_style_by_name(name)
-    return {ttype: (spec["color"] or "", bool(spec["bold"]), bool(spec["italic"])) for ttype, spec in style}
+    # Pygments gives colours as bare hex ("c678dd"); QColor needs the "#".
+    return {
+        ttype: (f"#{spec['color']}" if spec["color"] else "", bool(spec["bold"]), bool(spec["italic"]))
+        for ttype, spec in style
+    }
 
 
 def highlight(code: str, language: str, dark: bool) -> list[tuple[str, str, bool, bool]]:

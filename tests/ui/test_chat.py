@@ -159,7 +159,7 @@ def test_stale_chat_banners_go_with_the_state_that_raised_them(make_studio: Any,
     assert view.banners.messages() == [strict.message] and view.model_badge.text() == "Chat model not loaded"
     studio.choice_model.set_strict(False)  # Strict off: that error no longer holds, the app loads again
     assert strict.message not in view.banners.messages()
-    qtbot.waitUntil(lambda: view.model_badge.text().endswith(" · CPU"), timeout=TIMEOUT)  # loaded again
+    qtbot.waitUntil(lambda: view.model_badge.text() == "CPU", timeout=TIMEOUT)  # loaded again
     assert view.banners.messages() == []
 
     model.error = ContextOverflowError("The conversation no longer fits the context window.", "Start a new chat.")
@@ -252,3 +252,31 @@ def test_edit_mode_and_context_are_not_cut_at_1280x720(make_studio: Any, qtbot: 
         assert label.width() >= label.fontMetrics().horizontalAdvance(label.text()), label.text()
     assert view.transcript.width() >= 700  # the reading column gets the room at 1280 px
     assert not view.panel.isVisible()  # the settings panel starts collapsed
+
+
+def test_the_chat_model_picker_uses_and_remembers_a_library_model(make_studio: Any, qtbot: Any) -> None:
+    from types import SimpleNamespace
+
+    studio = ready(make_studio, qtbot)
+    view = studio.chat_view
+    entries = [
+        SimpleNamespace(
+            kind="genai-llm", name=n, display_name=n, precision="int4", devices=("cpu",), size_bytes=1 << 20
+        )
+        for n in (studio.settings.chat_model, "other-llm")
+    ] + [SimpleNamespace(kind="image-classifier", name="vision", display_name="vision", size_bytes=0)]
+    view.set_model_entries(entries)
+    assert view.model_picker.names() == [studio.settings.chat_model, "other-llm"]  # chat models only
+    view.model_picker.choose("other-llm")
+    assert studio.settings.chat_model == "other-llm"
+    qtbot.waitUntil(lambda: view.model_badge.text() == "Chat model not loaded", timeout=TIMEOUT)  # not installed
+    assert any("other-llm" in m for m in view.banners.messages())
+
+
+def test_each_answer_says_where_it_ran(make_studio: Any, qtbot: Any) -> None:
+    studio = ready(make_studio, qtbot)
+    view = studio.chat_view
+    assert view.send_text("Hi")
+    qtbot.waitUntil(lambda: not view.generating, timeout=TIMEOUT)
+    assert "Assistant  ·  fake-model  ·  ✓ CPU" in view.transcript.plain_text()
+    assert view.model_badge.text() == "CPU" and view.model_badge.kind == "ok"

@@ -118,14 +118,14 @@ def test_symlink_out_of_the_folder_refused(folder: Path, tmp_path: Path) -> None
     shutil.copy2(folder / "model.onnx", outside)
     (folder / "model.onnx").unlink()
     (folder / "model.onnx").symlink_to(outside)
-    assert "outside the model folder" in problem(folder)
+    assert "outside the model's folder" in problem(folder)
 
 
 def test_symlinked_config_out_of_the_folder_refused(folder: Path, tmp_path: Path) -> None:
     outside = tmp_path / "config.json"
     shutil.move(folder / GENAI_CONFIG, outside)
     (folder / GENAI_CONFIG).symlink_to(outside)
-    assert "outside the model folder" in problem(folder)
+    assert "outside the model's folder" in problem(folder)
 
 
 def test_missing_model_file(folder: Path) -> None:
