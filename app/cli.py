@@ -6,10 +6,12 @@ Errors end as one readable line and a non-zero exit; `--debug` shows the traceba
 from __future__ import annotations
 
 import argparse
-import json
+import contextlib
 import logging
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from app import __version__
@@ -19,6 +21,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USER_ERROR = 2
 EXIT_CANCELLED = 130
+EXIT_TERMINATED = 143  # 128 + SIGTERM, as shells report a process ended by it
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,11 +52,43 @@ def _run_gui(args: argparse.Namespace) -> int:
 
 
 def print_json(data: Any) -> None:
-    json.dump(data, sys.stdout, indent=2, ensure_ascii=False, default=str)
-    sys.stdout.write("\n")
+    """Print `data` as JSON, whole: it is serialized before the first byte is written, so a value that
+    cannot be written never leaves half a document behind."""
+    from app.terminal import write_raw
+    from engines.text import json_text
+
+    write_raw(sys.stdout, json_text(data) + "\n")
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread like Ctrl+C so that every `finally` on the way out runs (an
+    import or quantize removes its work folder) instead of the process vanishing mid-write."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
+@contextlib.contextmanager
+def _sigterm_unwinds(enabled: bool) -> Iterator[None]:
+    if not enabled or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def run(argv: Sequence[str]) -> int:
+    from app.terminal import safe_terminal
+
+    with safe_terminal():
+        return _run(argv)
+
+
+def _run(argv: Sequence[str]) -> int:
     parser = build_parser()
     args = parser.parse_args(list(argv))
     from app.logs import setup_logging
@@ -65,10 +100,14 @@ def run(argv: Sequence[str]) -> int:
     from engines.errors import CancelledError, StudioError
 
     try:
-        return int(func(args))
+        with _sigterm_unwinds(args.command is not None):  # the GUI stages its own shutdown
+            return int(func(args))
     except CancelledError as exc:
         print(f"npu-studio: {exc.user_text()}", file=sys.stderr)
         return EXIT_CANCELLED
+    except Terminated:
+        print("npu-studio: terminated; work in progress was removed.", file=sys.stderr)
+        return EXIT_TERMINATED
     except KeyboardInterrupt:
         print("npu-studio: interrupted.", file=sys.stderr)
         return EXIT_CANCELLED
@@ -79,7 +118,7 @@ def run(argv: Sequence[str]) -> int:
         print(f"npu-studio: error: {exc.user_text()}", file=sys.stderr)
         return EXIT_USER_ERROR
     except Exception as exc:
-        logging.getLogger(__name__).exception("unexpected failure")
+        logging.getLogger(__name__).exception("unexpected failure", extra={"file_only": True})
         if args.debug:
             raise
         print(

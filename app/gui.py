@@ -32,6 +32,7 @@ from app.models_host import ModelsHost, wire_models_view
 from app.settings import Settings, load_settings, save_settings
 from app.settings_host import SettingsHost, wire_settings_view
 from app.storage import ConversationStore
+from app.view_links import ModelChoice, wire_classify, wire_status
 from engines.errors import ModelError, StorageError, StudioError
 from engines.types import DeviceChoice, short_ep_name
 from ui.bench_view import BenchView
@@ -53,9 +54,14 @@ SAVE_DELAY_MS = 500
 
 
 def model_folder(name: str) -> Path:
-    """A model folder by name: the user's models first, then the bundled demo models."""
-    user = paths.user_models_dir() / name
-    return user if user.is_dir() else paths.bundled_models_dir() / name
+    """A model folder by name: the user's models first, then the bundled demo models (the one library
+    lookup the CLI uses); a folder that does not exist when the model is not installed."""
+    from engines.models.lookup import locate_model
+
+    try:
+        return locate_model(name, paths.model_roots()).folder
+    except ModelError:
+        return paths.bundled_models_dir() / name
 
 
 def missing_model_error(name: str, kind: str) -> ModelError:
@@ -110,6 +116,8 @@ class Studio(QObject):
         self.chat_view = ChatView(
             self.store, self.choice_model, self.settings.system_prompt, dict(self.settings.chat_options)
         )
+        self.chat_view.set_enter_sends(self.settings.chat_enter_sends)
+        self.chat_view.reopen(self.settings.last_conversation)
         self.window.add_view("devices", "Devices", "devices", self.devices_view)
         self.window.add_view("classify", "Classify", "classify", self.classify_view)
         self.window.add_view("chat", "Chat", "chat", self.chat_view)
@@ -195,12 +203,7 @@ class Studio(QObject):
         cv.classify_image_requested.connect(self._classify_image)
         cv.cancel_requested.connect(self.vision.cancel)
         self.vision.status.connect(lambda t: w.set_status("vision", t))
-        self.vision.status.connect(lambda t: cv.show_busy(t) if t else None)
-        self.vision.model_loaded.connect(lambda description, _placement: cv.show_loaded(description))
-        self.vision.classified.connect(cv.show_result)
-        self.vision.progress.connect(cv.show_progress)
-        self.vision.finished.connect(lambda _summary: cv.show_finished())
-        self.vision.cancelled.connect(lambda _done: cv.show_cancelled())
+        wire_classify(cv, self.vision)
         self.vision.failed.connect(self._on_vision_failed)
 
         # chat
@@ -208,6 +211,8 @@ class Studio(QObject):
         ch.stop_requested.connect(self.chat.cancel)
         ch.forget_requested.connect(self.chat.forget)
         ch.settings_changed.connect(self._on_chat_settings)
+        ch.enter_sends_changed.connect(self._on_chat_enter_sends)
+        ch.conversation_changed.connect(self._on_chat_conversation)
         self.chat.status.connect(lambda t: w.set_status("chat", t))
         self.chat.status.connect(lambda t: ch.show_model_loading(t) if t else None)
         self.chat.model_loaded.connect(ch.on_model_loaded)
@@ -218,6 +223,8 @@ class Studio(QObject):
         self.chat.failed.connect(self._on_chat_failed)
 
         self.choice_model.changed.connect(self._on_choice_changed)
+        wire_status(w, cv, self.chat, self.vision)
+        self.model_choice = ModelChoice(self)
 
         # window-wide shortcuts
         from PySide6.QtGui import QAction, QKeySequence
@@ -271,6 +278,7 @@ class Studio(QObject):
         if self._shut_down:  # the window closed before its first event-loop turn
             return
         self.discover()
+        self.models.refresh()  # the model pickers list the library
         if self.preload:
             self.load_classifier()
             self.load_chat_model()
@@ -399,6 +407,8 @@ class Studio(QObject):
 
     def _retry_classify(self, choice: DeviceChoice) -> None:
         kind, what, folder, _failed = self._last_classify
+        # The retry moves the shared choice too, so that every view says where work runs now.
+        self.choice_model.set_text(choice.ep or choice.policy.value)
         self._last_classify = (kind, what, folder, choice)
         if kind == "paths":
             self.vision.classify(what, folder, choice, self.settings.top_k)
@@ -417,6 +427,15 @@ class Studio(QObject):
         self.settings.system_prompt = prompt
         self.settings.chat_options = dict(options)
         self.schedule_save()
+
+    def _on_chat_enter_sends(self, enter_sends: bool) -> None:
+        self.settings.chat_enter_sends = enter_sends
+        self.schedule_save()
+
+    def _on_chat_conversation(self, conversation_id: int) -> None:
+        if conversation_id != self.settings.last_conversation:
+            self.settings.last_conversation = conversation_id
+            self.schedule_save()
 
     def _on_allow_downloads(self, allowed: bool) -> None:
         changed = allowed != self.settings.allow_downloads

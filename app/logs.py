@@ -1,9 +1,17 @@
-"""One rotating log file under the user log folder; console output only for warnings (or --debug)."""
+"""One rotating log file under the user log folder; console output only for warnings (or --debug).
+
+A log that cannot be written (full or read-only disk) must not flood the terminal: Python's default
+`Handler.handleError` prints `--- Logging error ---` and a traceback for every record. The file handler
+here turns itself off at its first failure and says so in one line. The console shows one line per
+record; a traceback goes to the log file only (or to the console with --debug).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import logging.handlers
+import sys
 
 from app import paths
 
@@ -13,6 +21,43 @@ _configured = False
 
 def log_file() -> str:
     return str(paths.log_dir() / LOG_FILE_NAME)
+
+
+class SelfDisablingFileHandler(logging.handlers.RotatingFileHandler):
+    """A rotating log file that stops writing, and says so once, when the disk refuses a record."""
+
+    disabled_reason = ""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.disabled_reason:
+            return
+        super().emit(record)
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        if self.disabled_reason:
+            return
+        error = sys.exc_info()[1]
+        self.disabled_reason = (getattr(error, "strerror", None) or str(error) or type(error).__name__)
+        with contextlib.suppress(OSError, ValueError):  # no usable stderr either: stay silent
+            sys.stderr.write(
+                f"npu-studio: the log file {self.baseFilename} cannot be written ({self.disabled_reason}); "
+                "logging to it is off until NPU Studio restarts.\n"
+            )
+        with contextlib.suppress(OSError, ValueError):
+            if self.stream is not None:
+                self.stream.close()
+        self.stream = None
+
+
+def _not_file_only(record: logging.LogRecord) -> bool:
+    return not getattr(record, "file_only", False)
+
+
+class OneLineFormatter(logging.Formatter):
+    """`LEVEL: message` without the traceback (that one is in the log file)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return f"{record.levelname}: {record.getMessage()}"
 
 
 def setup_logging(debug: bool = False, console: bool = True) -> None:
@@ -25,7 +70,7 @@ def setup_logging(debug: bool = False, console: bool = True) -> None:
     root.setLevel(logging.DEBUG if debug else logging.INFO)
     fmt = logging.Formatter("%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s")
     try:
-        file_handler = logging.handlers.RotatingFileHandler(
+        file_handler: logging.Handler | None = SelfDisablingFileHandler(
             log_file(), maxBytes=2_000_000, backupCount=3, encoding="utf-8"
         )
     except OSError:
@@ -36,5 +81,15 @@ def setup_logging(debug: bool = False, console: bool = True) -> None:
     if console:
         stream = logging.StreamHandler()
         stream.setLevel(logging.DEBUG if debug else logging.WARNING)
-        stream.setFormatter(logging.Formatter("%(levelname)s: %(message)s"))
+        stream.setFormatter(fmt if debug else OneLineFormatter())
+        stream.addFilter(_not_file_only)  # records the CLI also says in its own words
         root.addHandler(stream)
+    _quiet_native_logs(debug)
+
+
+def _quiet_native_logs(debug: bool) -> None:
+    """ONNX Runtime prints its own warnings (coloured, on stderr) from native code; what matters of them
+    reaches the user as an exception or a placement. Keep them for --debug only."""
+    from engines.runtime import set_native_log_level
+
+    set_native_log_level(verbose=debug)

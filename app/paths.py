@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
@@ -49,8 +50,23 @@ def _user_dir(kind: str) -> Path:
             "logs": platformdirs.user_log_dir,
         }[kind]
         path = Path(getter(APP_NAME, APP_AUTHOR))
-    path.mkdir(parents=True, exist_ok=True)
+    return _made(path)
+
+
+def _made(path: Path) -> Path:
+    """`path`, created when it can be. A read-only or full disk, or a file in the way, is not an error
+    here: reading finds nothing there, and only what has to write (saving settings, importing a model,
+    the compiled-model cache) fails, with its own message, or goes without (the CPU needs no cache)."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        if path not in _unwritable:
+            _unwritable.add(path)
+            logging.getLogger(__name__).info("cannot create %s: %s", path, exc.strerror or exc)
     return path
+
+
+_unwritable: set[Path] = set()
 
 
 def config_dir() -> Path:
@@ -70,12 +86,13 @@ def log_dir() -> Path:
 
 
 def user_models_dir() -> Path:
-    path = data_dir() / "models"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return _made(data_dir() / "models")
 
 
 def compiled_cache_dir() -> Path:
-    path = cache_dir() / "compiled"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return _made(cache_dir() / "compiled")
+
+
+def model_roots() -> list[Path]:
+    """Where models are found by name: the user's library first, then the bundled models."""
+    return [user_models_dir(), bundled_models_dir()]

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from app import paths
+from engines import jsonfile
 from engines.errors import StorageError
 from engines.types import DeviceChoice
 
@@ -56,6 +57,8 @@ class Settings:
     top_k: int = 5
     allow_downloads: bool = False  # offline demos: no network unless the user turns this on
     last_open_dir: str = ""
+    chat_enter_sends: bool = True  # False: Enter starts a new line and Ctrl+Enter sends
+    last_conversation: int = 0  # the conversation on screen when the app closed (0: none)
 
 
 def settings_path() -> Path:
@@ -112,6 +115,8 @@ VALIDATORS: dict[str, Callable[[object], bool]] = {
     "top_k": _is_top_k,
     "allow_downloads": _is_bool,
     "last_open_dir": _is_str,
+    "chat_enter_sends": _is_bool,
+    "last_conversation": lambda value: isinstance(value, int) and not isinstance(value, bool) and value >= 0,
 }
 
 
@@ -190,28 +195,19 @@ def _keep_copy(path: Path, move: bool) -> Path:
 def load_settings(path: Path | None = None) -> tuple[Settings, str | None]:
     """Read the settings; never raises. Returns ``(settings, notice)``; notice is None when all was well."""
     path = path or settings_path()
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read(MAX_SETTINGS_BYTES + 1)
-    except FileNotFoundError:
-        return Settings(), None
-    except OSError as exc:
-        log.warning("Could not read settings file %s: %s", path, exc)
-        return Settings(), (
-            f"Your settings file could not be read ({exc.strerror or exc}); NPU Studio started with defaults."
-        )
-
     data: object = None
     problem = ""
-    if len(raw) > MAX_SETTINGS_BYTES:
-        problem = "it is far too large to be a settings file"
-    else:
-        try:
-            data = json.loads(raw.decode("utf-8-sig"))
-        except (UnicodeDecodeError, ValueError) as exc:
-            problem = f"it is not valid JSON ({exc})"
-        if not problem and not isinstance(data, dict):
-            problem = "it does not hold a JSON object"
+    try:
+        data = jsonfile.read_json(path, max_bytes=MAX_SETTINGS_BYTES)
+    except jsonfile.JsonFileError as exc:
+        if exc.missing:
+            return Settings(), None
+        if exc.kind == "unreadable":
+            log.warning("Could not read settings file %s: %s", path, exc.detail)
+            return Settings(), f"Your settings file could not be read ({exc.detail}); NPU Studio started with defaults."
+        problem = exc.problem
+    if not problem and not isinstance(data, dict):
+        problem = "it does not hold a JSON object"
 
     if problem:
         log.warning("Settings file %s is damaged: %s", path, problem)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from app import paths
+from engines import jsonfile
 from engines.errors import StorageError
 
 log = logging.getLogger(__name__)
@@ -172,8 +173,8 @@ def _stats_to_json(stats: Mapping[str, object] | None) -> str:
 
 def _stats_from_json(text: str) -> dict[str, object]:
     try:
-        value = json.loads(text)
-    except ValueError:
+        value = jsonfile.loads(text)
+    except jsonfile.JsonFileError:
         return {}
     return value if isinstance(value, dict) else {}
 
@@ -189,13 +190,75 @@ _CONVERSATION_COLUMNS = (
 _MESSAGE_COLUMNS = "id, conversation_id, role, text, created, model, device, ep, stop_reason, stats"
 
 
+# A database is a file the user (or another tool) can edit: SQLite keeps whatever type a value was
+# written with, so 'tomorrow' can sit in a REAL column. Every value read is brought to the type the
+# app uses; a value that cannot be is replaced by a neutral one, and that is logged once per process.
+_damage_logged = False
+
+
+def _damaged(column: str, value: object) -> None:
+    global _damage_logged
+    if not _damage_logged:
+        _damage_logged = True
+        log.warning("conversations database: %s holds %r, not a valid value; it is shown as a default", column, value)
+
+
+def _as_time(value: object, column: str) -> float:
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and 0 <= value < 1e11:
+        return float(value)
+    _damaged(column, value)
+    return 0.0
+
+
+def _as_int(value: object, column: str) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    _damaged(column, value)
+    return 0
+
+
+def _as_text(value: object, column: str) -> str:
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    _damaged(column, value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return str(value)
+
+
 def _conversation(row: tuple[Any, ...]) -> Conversation:
-    return Conversation(*row)
+    cid, title, created, updated, model, system_prompt, count = row
+    return Conversation(
+        _as_int(cid, "conversations.id"),
+        _as_text(title, "conversations.title"),
+        _as_time(created, "conversations.created"),
+        _as_time(updated, "conversations.updated"),
+        _as_text(model, "conversations.model"),
+        _as_text(system_prompt, "conversations.system_prompt"),
+        _as_int(count, "the message count"),
+    )
 
 
 def _message(row: tuple[Any, ...]) -> Message:
     mid, conversation_id, role, text, created, model, device, ep, stop_reason, stats = row
-    return Message(mid, conversation_id, role, text, created, model, device, ep, stop_reason, _stats_from_json(stats))
+    role_text = _as_text(role, "messages.role")
+    if role_text not in ROLES:
+        _damaged("messages.role", role)
+        role_text = "assistant"
+    return Message(
+        _as_int(mid, "messages.id"),
+        _as_int(conversation_id, "messages.conversation_id"),
+        role_text,
+        _as_text(text, "messages.text"),
+        _as_time(created, "messages.created"),
+        _as_text(model, "messages.model"),
+        _as_text(device, "messages.device"),
+        _as_text(ep, "messages.ep"),
+        _as_text(stop_reason, "messages.stop_reason"),
+        _stats_from_json(stats if isinstance(stats, str) else ""),
+    )
 
 
 # --- the store ----------------------------------------------------------------------------------------

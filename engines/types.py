@@ -55,6 +55,10 @@ EP_ALIASES: Mapping[str, str] = {
     "cuda": "CUDAExecutionProvider",
     "webgpu": "WebGpuExecutionProvider",
     "openvino": "OpenVINOExecutionProvider",
+    "vitisai": "VitisAIExecutionProvider",
+    "nvtensorrtrtx": "NvTensorRTRTXExecutionProvider",
+    "trtrtx": "NvTensorRTRTXExecutionProvider",
+    "migraphx": "MIGraphXExecutionProvider",
     "cpu-ep": "CPUExecutionProvider",
 }
 
@@ -67,16 +71,25 @@ EP_DEVICE_TYPE: Mapping[str, DeviceType] = {
     "CUDAExecutionProvider": DeviceType.GPU,
     "WebGpuExecutionProvider": DeviceType.GPU,
     "NvTensorRTRTXExecutionProvider": DeviceType.GPU,
+    "MIGraphXExecutionProvider": DeviceType.GPU,
     "CPUExecutionProvider": DeviceType.CPU,
 }
 
 CPU_EP = "CPUExecutionProvider"
 
 
+class EpSource(StrEnum):
+    """Where an execution provider came from (shown on each device card)."""
+
+    BUILT_IN = "built in"  # compiled into the ONNX Runtime build (CPU, DirectML in the Windows ML build)
+    BUNDLED = "bundled plugin"  # a plugin EP package shipped with the app (onnxruntime-qnn, -ep-openvino)
+    CATALOG = "Windows ML catalog"  # delivered by Windows Update through Windows ML's EP catalog
+
+
 def short_ep_name(ep: str) -> str:
     """`QNNExecutionProvider` -> `QNN`, `DmlExecutionProvider` -> `DirectML`."""
     short = ep.removesuffix("ExecutionProvider") or ep
-    return {"Dml": "DirectML", "WebGpu": "WebGPU"}.get(short, short)
+    return {"Dml": "DirectML", "WebGpu": "WebGPU", "NvTensorRTRTX": "TensorRT RTX"}.get(short, short)
 
 
 @dataclass(frozen=True)
@@ -144,6 +157,7 @@ class Device:
     description: str = ""
     metadata: tuple[tuple[str, str], ...] = ()
     plugin_library: str = ""  # path of a plugin EP library, when the EP came from one
+    source: str = ""  # EpSource value: built in / bundled plugin / Windows ML catalog
 
     @property
     def short_ep(self) -> str:

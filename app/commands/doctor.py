@@ -68,14 +68,21 @@ def run(args: argparse.Namespace) -> int:
         chat_tokens=args.tokens,
         on_progress=progress,
     )
-    text_path, json_path, zip_path = write_outputs(report, out, attachments())
+    try:
+        written: tuple[Path, Path, Path] | None = write_outputs(report, out, attachments())
+        not_written = ""
+    except StudioError as exc:  # a read-only or full disk: the report is still worth reading
+        written, not_written = None, exc.user_text()
     if args.json:
-        files = {"text": str(text_path), "json": str(json_path), "zip": str(zip_path)}
-        print_json({**report.as_dict(), "files": files})
+        files = {"text": str(written[0]), "json": str(written[1]), "zip": str(written[2])} if written else {}
+        print_json({**report.as_dict(), "files": files, **({"files_error": not_written} if not_written else {})})
     else:
         print(report.text())
-        print(f"Report: {text_path}")
-        print(f"JSON:   {json_path}")
-        print(f"Zip:    {zip_path}  (attach this to a bug report)")
+        if written:
+            print(f"Report: {written[0]}")
+            print(f"JSON:   {written[1]}")
+            print(f"Zip:    {written[2]}  (attach this to a bug report)")
+    if not_written:
+        print(f"npu-studio: {not_written}", file=sys.stderr)
     failed = [s for s in report.steps if s.status == "failed"]
-    return 1 if failed else 0
+    return 1 if failed or not_written else 0

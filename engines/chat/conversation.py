@@ -28,14 +28,14 @@ from typing import Any
 from engines.chat.model import (
     ModelFolder,
     ProviderPlan,
-    available_providers,
+    chat_devices,
     genai,
     load_native_model,
     plan_providers,
     validate_model_folder,
 )
 from engines.chat.types import Answer, ChatMessage, ChatOptions, GenerationStats, StopReason
-from engines.errors import GenerationError, ModelError, StudioError
+from engines.errors import ContextOverflowError, GenerationError, ModelError, StudioError
 from engines.runtime import failures
 from engines.types import CancelToken, DeviceChoice, Placement, short_ep_name
 
@@ -199,7 +199,7 @@ class ChatModel:
                 f"{info.name} needs more memory than this machine has: {fit.message()}",
                 "Choose a smaller model (an int4 variant) or a shorter context.",
             )
-        plan = plan_providers(info, choice, available if available is not None else available_providers())
+        plan = plan_providers(info, choice, chat_devices(available))
         og = genai()
         model, plan = load_native_model(og, info, plan, strict=choice.strict)
         try:
@@ -353,6 +353,14 @@ class Conversation:
             kept = self._messages[: starts[-1]]
             return self._respond([*kept, ChatMessage("user", _message_text(text))], on_text, cancel)
 
+    def continue_last(self, on_text: TextCallback | None = None, cancel: CancelToken | None = None) -> GenerationStats:
+        """Write more of the last answer (one that stopped at the length limit, or was stopped): the
+        model goes on from its last token, and the new text is added to that answer."""
+        with self._exclusive():
+            if not self._messages or self._messages[-1].role != "assistant":
+                raise GenerationError("There is no answer to continue.", "Send a message first.")
+            return self._respond(self._messages[:-1], on_text, cancel, prefix=self._messages[-1].content)
+
     # -- internals -------------------------------------------------------------------------
 
     @contextmanager
@@ -370,10 +378,11 @@ class Conversation:
         self._generator = None
         self._held = HeldSequence()
 
-    def _encode(self, messages: Sequence[ChatMessage]) -> tuple[list[int], str]:
-        """The prompt's tokens and text. Where the text continues a turn boundary the generator holds,
-        the held tokens are reused as they are and only the rest is encoded."""
-        text = render_prompt(self._model.tokenizer, self._system_prompt, messages)
+    def _encode(self, messages: Sequence[ChatMessage], prefix: str = "") -> tuple[list[int], str]:
+        """The prompt's tokens and text (`prefix`: the start of the answer, when continuing one). Where
+        the text continues a turn boundary the generator holds, the held tokens are reused as they are
+        and only the rest is encoded."""
+        text = render_prompt(self._model.tokenizer, self._system_prompt, messages) + prefix
         mark = self._held.longest_mark(text) if self._generator is not None else None
         if mark is None:
             return self._model.encode(text), text
@@ -381,7 +390,7 @@ class Conversation:
         rest = self._model.encode(text[text_length:], continuation=True) if len(text) > text_length else []
         return self._held.tokens[:token_count] + rest, text
 
-    def _fit(self, messages: list[ChatMessage]) -> tuple[int, list[int], str, int, int]:
+    def _fit(self, messages: list[ChatMessage], prefix: str = "") -> tuple[int, list[int], str, int, int]:
         """(first message in context, prompt tokens, prompt text, new-token budget, turns dropped) so
         that the prompt and the answer fit the window. Drops the oldest turns first; caps the answer
         only when the last message is all that is left."""
@@ -390,7 +399,7 @@ class Conversation:
         start = min(self._context_start, turn_starts(messages)[-1])
         dropped = 0
         while True:
-            tokens, text = self._encode(messages[start:])
+            tokens, text = self._encode(messages[start:], prefix)
             room = window - len(tokens)
             if room >= wanted:
                 return start, tokens, text, wanted, dropped
@@ -401,7 +410,7 @@ class Conversation:
                 continue
             if room >= 1:
                 return start, tokens, text, room, dropped
-            raise GenerationError(
+            raise ContextOverflowError(
                 f"This message is too long for the model's context window ({len(tokens)} tokens with the "
                 f"system prompt; the window holds {window}).",
                 "Shorten the message or the system prompt.",
@@ -436,11 +445,15 @@ class Conversation:
         return len(tokens) - common
 
     def _respond(
-        self, messages: list[ChatMessage], on_text: TextCallback | None, cancel: CancelToken | None
+        self,
+        messages: list[ChatMessage],
+        on_text: TextCallback | None,
+        cancel: CancelToken | None,
+        prefix: str = "",
     ) -> GenerationStats:
         started = time.perf_counter()
         model = self._model
-        start, prompt, prompt_text, budget, dropped = self._fit(messages)
+        start, prompt, prompt_text, budget, dropped = self._fit(messages, prefix)
         capped = budget < self._options.max_new_tokens
         if cancel is not None and cancel.cancelled:
             answer = Answer((), "", StopReason.CANCELLED, None, time.perf_counter())
@@ -479,7 +492,7 @@ class Conversation:
                 # fresh generator from the rendered conversation.
                 self._drop_generator()
                 partial = "".join(pieces)
-                self._messages = [*messages, ChatMessage("assistant", partial, StopReason.ERROR)]
+                self._messages = [*messages, ChatMessage("assistant", prefix + partial, StopReason.ERROR)]
                 self._context_start = start
                 error = failures.explain(exc, model.ep)
                 failed = Answer(
@@ -496,7 +509,7 @@ class Conversation:
         reason = answer.stop_reason
         if reason == StopReason.LENGTH and capped:
             reason = StopReason.CONTEXT
-        self._messages = [*messages, ChatMessage("assistant", answer.text, reason)]
+        self._messages = [*messages, ChatMessage("assistant", prefix + answer.text, reason)]
         self._context_start = start
         if dropped:
             log.info("context full: %d oldest turn(s) left the context", dropped)

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, cast
 
+from engines import jsonfile
 from engines.errors import CancelledError, ModelError, StorageError, StudioError
 from engines.models.library import (
     KIND_LLM,
@@ -405,8 +406,8 @@ def _commit(
 
 
 def _read_state(root: Path) -> dict[str, Any]:
-    with contextlib.suppress(OSError, ValueError):
-        data = json.loads((root / _STATE).read_text(encoding="utf-8"))
+    with contextlib.suppress(jsonfile.JsonFileError):
+        data = jsonfile.read_json(root / _STATE)
         if isinstance(data, dict) and isinstance(data.get("files"), dict):
             return data
     return {"files": {}}

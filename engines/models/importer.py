@@ -13,16 +13,15 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import hashlib
-import json
 import os
 import re
 import shutil
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engines import jsonfile, workdirs
 from engines.errors import CancelledError, ModelError, StorageError, StudioError
 from engines.models.library import (
     DEVICE_CLASSES,
@@ -143,11 +142,23 @@ def _stage_and_commit(
     progress: ProgressCallback | None,
     cancel: CancelToken | None,
 ) -> ModelEntry:
-    user_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        user_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StorageError(
+            f"Your model library {user_dir} cannot be created: {exc.strerror or exc}.",
+            "Check that NPU Studio's data folder (NPU_STUDIO_HOME, if set) is on a writable disk.",
+        ) from None
     clean_leftovers(user_dir)
     total = sum(src.stat().st_size for src, _ in files)
     check_free_space(user_dir, total, "import")
-    tmp = Path(tempfile.mkdtemp(prefix=f".import-{name}-", dir=user_dir))
+    try:
+        tmp = workdirs.make(user_dir, f".import-{name}-")
+    except OSError as exc:
+        raise StorageError(
+            f"Your model library {user_dir} cannot be written: {exc.strerror or exc}.",
+            "Free some disk space or check the folder's permissions.",
+        ) from None
     try:
         digests = copy_files(files, tmp, progress=progress, cancel=cancel)
         return commit_folder(tmp, user_dir, name, build_manifest, digests, bundled_dir=bundled_dir, rehash=True)
@@ -416,7 +427,7 @@ def genai_manifest(tmp: Path, name: str, source: Path, details: ImportDetails) -
     original: dict[str, Any] = {}
     with contextlib.suppress(ModelError):
         original = load_manifest(source)  # e.g. a copy of a library model: keep licence, precision, devices
-    config = json.loads((tmp / GENAI_CONFIG).read_text(encoding="utf-8"))
+    config = jsonfile.read_object(tmp / GENAI_CONFIG)  # validated above: it parses
     decoder_file = tmp / config["model"]["decoder"]["filename"]
     precision = details.precision or str(original.get("precision") or "") or detect_precision(decoder_file)
     defaults = {

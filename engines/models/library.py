@@ -15,16 +15,17 @@ import contextlib
 import hashlib
 import json
 import logging
+import math
 import os
 import re
 import shutil
-import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engines import jsonfile, workdirs
 from engines.errors import ModelError, StorageError
 from engines.models.manifest import file_entry, list_model_files, load_manifest, verify_files, write_manifest
 
@@ -175,9 +176,19 @@ def _model_folders(root: Path | None) -> list[Path]:
 
 def scan_library(bundled_dir: Path | None, user_dir: Path | None) -> list[ModelEntry]:
     """Every model: the bundled ones first, then the user's, each sorted by folder name."""
-    entries = [read_entry(f, bundled=True) for f in _model_folders(bundled_dir)]
-    entries += [read_entry(f, bundled=False) for f in _model_folders(user_dir)]
+    entries = [_entry_or_problem(f, bundled=True) for f in _model_folders(bundled_dir)]
+    entries += [_entry_or_problem(f, bundled=False) for f in _model_folders(user_dir)]
     return entries
+
+
+def _entry_or_problem(folder: Path, *, bundled: bool) -> ModelEntry:
+    """One damaged folder is one unusable entry, never the end of the listing of every model."""
+    try:
+        return read_entry(folder, bundled=bundled)
+    except Exception as exc:  # a hand-edited manifest can hold any type anywhere
+        log.warning("model folder %s cannot be read: %r", folder, exc)
+        detail = exc.message if isinstance(exc, ModelError) else f"its manifest cannot be read ({type(exc).__name__})"
+        return ModelEntry(folder.name, folder.name, "unknown", folder, bundled, 0, "", problem=detail)
 
 
 def find_model(name: str, bundled_dir: Path | None, user_dir: Path | None) -> ModelEntry:
@@ -271,15 +282,13 @@ def remove_model(name: str, bundled_dir: Path | None, user_dir: Path) -> Path:
 
 
 def clean_leftovers(user_dir: Path, max_age: float = LEFTOVER_AGE_SECONDS) -> list[Path]:
-    """Remove hidden folders left by killed imports/removals (older than `max_age` seconds)."""
-    removed: list[Path] = []
-    if not user_dir.is_dir():
-        return removed
-    now = time.time()
-    for path in user_dir.iterdir():
-        if path.is_dir() and path.name.startswith(_LEFTOVER_PREFIXES):
-            with contextlib.suppress(OSError):
-                if path.name.startswith(".removing-") or now - path.stat().st_mtime > max_age:
+    """Remove hidden folders left by killed imports/removals: at once when the process that made one is
+    gone (engines/workdirs.py), otherwise once older than `max_age` seconds."""
+    removed = workdirs.sweep(user_dir, (".import-",), max_age)
+    with contextlib.suppress(OSError):
+        for path in user_dir.iterdir():  # a removal is one rename: whatever is left of it is garbage
+            if path.name.startswith(".removing-") and path.is_dir() and not path.is_symlink():
+                with contextlib.suppress(OSError):
                     shutil.rmtree(path)
                     removed.append(path)
     return removed
@@ -413,16 +422,31 @@ def system_memory() -> tuple[int, int]:
 
 def kv_cache_bytes(config: Mapping[str, Any], context: int, dtype_bytes: int) -> tuple[int, str]:
     """layers x KV heads x head size x 2 (K and V) x context x bytes, from a genai_config."""
-    decoder = config.get("model", {}).get("decoder", {})
-    layers = int(decoder.get("num_hidden_layers", 0) or 0)
-    heads = int(decoder.get("num_attention_heads", 0) or 0)
-    kv_heads = int(decoder.get("num_key_value_heads", 0) or heads)
-    head_size = int(decoder.get("head_size", 0) or 0)
+    decoder = _section(_section(config, "model"), "decoder")
+    layers = _count(decoder.get("num_hidden_layers"))
+    heads = _count(decoder.get("num_attention_heads"))
+    kv_heads = _count(decoder.get("num_key_value_heads")) or heads
+    head_size = _count(decoder.get("head_size"))
     if not head_size and heads:
-        head_size = int(decoder.get("hidden_size", 0) or 0) // heads
+        head_size = _count(decoder.get("hidden_size")) // heads
     size = layers * kv_heads * head_size * 2 * context * dtype_bytes
     detail = f"{layers} layers x {kv_heads} KV heads x {head_size} head size x 2 x {context} tokens x {dtype_bytes} B"
     return size, detail
+
+
+def _section(config: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """`config[key]` when it is an object; a config edited by hand may hold anything there."""
+    value = config.get(key)
+    return value if isinstance(value, Mapping) else {}
+
+
+def _count(value: object) -> int:
+    """A non-negative whole number from a config value, 0 for anything else ("abc", [], -3, 1e300)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0
+    if not math.isfinite(value) or value < 0 or value > 1 << 40:
+        return 0
+    return int(value)
 
 
 def estimate_fit(
@@ -447,12 +471,12 @@ def estimate_fit(
     config_path = folder / GENAI_CONFIG
     if config_path.is_file():
         try:
-            config = json.loads(config_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise ModelError(f"{GENAI_CONFIG} in {folder} could not be read: {exc}") from exc
-        model = config.get("model", {})
-        limit = int(model.get("context_length") or 0) or None
-        default = int(config.get("search", {}).get("max_length") or 0) or limit or 2048
+            config = jsonfile.read_object(config_path)
+        except jsonfile.JsonFileError as exc:
+            raise ModelError(f"{GENAI_CONFIG} in {folder} could not be read: {exc.problem}.") from exc
+        model = _section(config, "model")
+        limit = _count(model.get("context_length")) or None
+        default = _count(_section(config, "search").get("max_length")) or limit or 2048
         used_context = min(context or default, limit) if limit else (context or default)
         chat = manifest.get("chat") if isinstance(manifest.get("chat"), Mapping) else {}
         dtype = str((chat or {}).get("kv_cache_dtype") or _guess_kv_dtype(config))
@@ -470,7 +494,7 @@ def estimate_fit(
 
 def _guess_kv_dtype(config: Mapping[str, Any]) -> str:
     """Without a recorded type: GPU/NPU builds of the genai builder use fp16 caches, CPU builds fp32."""
-    text = json.dumps(config.get("model", {}).get("decoder", {}).get("session_options", {})).lower()
+    text = json.dumps(_section(_section(_section(config, "model"), "decoder"), "session_options")).lower()
     return "float16" if any(ep in text for ep in ('"dml"', '"cuda"', '"qnn"', '"webgpu"')) else "float32"
 
 

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from engines import jsonfile
 from engines.errors import ModelError
 
 MANIFEST_NAME = "manifest.json"
@@ -87,15 +88,13 @@ def load_manifest(folder: str | os.PathLike[str]) -> dict[str, Any]:
     """Read and minimally validate ``folder/manifest.json``; raises ``ModelError`` when unusable."""
     path = Path(folder) / MANIFEST_NAME
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ModelError(f"No {MANIFEST_NAME} in {folder}.", _HINT_REBUILD) from None
-    except OSError as exc:
-        raise ModelError(f"Cannot read {path}: {exc.strerror or exc}.", _HINT_REBUILD) from exc
-    try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ModelError(f"{path} is not valid JSON ({exc}).", _HINT_REBUILD) from exc
+        data = jsonfile.read_json(path)
+    except jsonfile.JsonFileError as exc:
+        if exc.missing:
+            raise ModelError(f"No {MANIFEST_NAME} in {folder}.", _HINT_REBUILD) from None
+        if exc.kind == "unreadable":
+            raise ModelError(f"Cannot read {path}: {exc.detail}.", _HINT_REBUILD) from None
+        raise ModelError(f"{path} cannot be used: {exc.problem}.", _HINT_REBUILD) from None
     if not isinstance(data, dict):
         raise ModelError(f"{path} does not hold a JSON object.", _HINT_REBUILD)
     schema = data.get("schema")

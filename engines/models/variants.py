@@ -8,13 +8,13 @@ recipe write).
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from engines import jsonfile
 from engines.types import DeviceChoice, DeviceType, Policy
 
 log = logging.getLogger(__name__)
@@ -26,10 +26,8 @@ _MAX_MANIFEST_BYTES = 1 << 20
 def _manifest(folder: Path) -> Mapping[str, Any] | None:
     path = folder / _MANIFEST
     try:
-        if not path.is_file() or path.stat().st_size > _MAX_MANIFEST_BYTES:
-            return None
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = jsonfile.read_json(path, max_bytes=_MAX_MANIFEST_BYTES)
+    except jsonfile.JsonFileError:
         return None
     return data if isinstance(data, dict) else None
 

@@ -1,35 +1,104 @@
-"""The one place that imports onnxruntime, so that tests can swap in a fake at this boundary."""
+"""The one place that imports onnxruntime (and the Windows ML / plugin EP packages next to it), so that
+tests can swap in a fake at this boundary."""
 
 from __future__ import annotations
 
 import importlib
+import sys
 from types import ModuleType
 from typing import Any
 
 _override: Any = None
+# ONNX Runtime's own logger writes coloured lines to stderr from native code. 3 = errors only: every
+# error also reaches Python as an exception with the same text, and warnings ("Removing initializer",
+# "provider not in available provider names") say nothing a user can act on. --debug sets 1 (info).
+_native_severity = 3
+_native_applied: int | None = None
+
+
+def set_native_log_level(*, verbose: bool) -> None:
+    """How much ONNX Runtime itself prints on stderr: all but verbose (verbose) or errors only."""
+    global _native_severity
+    _native_severity = 1 if verbose else 3
+    if _native_applied is not None:
+        _apply_native_log_level(ort())
+
+
+def _apply_native_log_level(module: Any) -> None:
+    global _native_applied
+    setter = getattr(module, "set_default_logger_severity", None)
+    if setter is not None and _native_applied != _native_severity:
+        setter(_native_severity)
+        _native_applied = _native_severity
 
 
 def ort() -> Any:
     """The onnxruntime module in use (a test fake when one is installed with `use_fake`)."""
     if _override is not None:
         return _override
-    return importlib.import_module("onnxruntime")
+    module = importlib.import_module("onnxruntime")
+    if _native_applied != _native_severity:
+        _apply_native_log_level(module)
+    return module
 
 
 def use_fake(module: Any) -> None:
-    """Install a fake onnxruntime (tests); `None` restores the real one."""
+    """Install a fake onnxruntime (tests); `None` restores the real one.
+
+    The fake may also carry `windowsml` (a fake Windows ML catalog package), `plugins` (import name ->
+    fake bundled plugin EP package), `qnn_plugin` and `windows_build` (the Windows build number)."""
     global _override
     _override = module
 
 
-def qnn_plugin() -> ModuleType | None:
-    """The `onnxruntime_qnn` plugin package (Windows ARM64 builds), or None when not installed."""
+def plugin(module_name: str) -> ModuleType | None:
+    """A bundled plugin EP package (`onnxruntime_qnn`, `onnxruntime_ep_openvino`), or None when not installed."""
     if _override is not None:
-        return getattr(_override, "qnn_plugin", None)
+        if module_name == "onnxruntime_qnn" and getattr(_override, "qnn_plugin", None) is not None:
+            return getattr(_override, "qnn_plugin", None)
+        found: ModuleType | None = dict(getattr(_override, "plugins", None) or {}).get(module_name)
+        return found
     try:
-        return importlib.import_module("onnxruntime_qnn")
+        return importlib.import_module(module_name)
     except ImportError:
         return None
+
+
+def qnn_plugin() -> ModuleType | None:
+    """The `onnxruntime_qnn` plugin package (Windows ARM64 builds), or None when not installed."""
+    return plugin("onnxruntime_qnn")
+
+
+def windowsml() -> Any:
+    """The `windowsml` package (Windows ML's EP catalog), or None off Windows / when not installed.
+
+    Raises nothing: a broken install is reported by the catalog module from `windowsml_error()`."""
+    global _windowsml_error
+    if _override is not None:
+        return getattr(_override, "windowsml", None)
+    if sys.platform != "win32":
+        return None
+    try:
+        return importlib.import_module("windowsml")
+    except (ImportError, OSError) as exc:  # FileNotFoundError for a missing bundled DLL is an OSError
+        _windowsml_error = f"{type(exc).__name__}: {exc}"
+        return None
+
+
+_windowsml_error = ""
+
+
+def windowsml_error() -> str:
+    """Why importing `windowsml` failed on Windows ("" when it did not fail or was not tried)."""
+    return _windowsml_error
+
+
+def windows_build() -> int:
+    """The Windows build number (26100 = 24H2), 0 off Windows."""
+    if _override is not None:
+        return int(getattr(_override, "windows_build", 0) or 0)
+    getter = getattr(sys, "getwindowsversion", None)
+    return int(getter().build) if getter is not None else 0
 
 
 def version() -> str:

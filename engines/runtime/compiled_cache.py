@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engines import jsonfile
 from engines.errors import StorageError
 
 log = logging.getLogger(__name__)
@@ -196,7 +197,10 @@ def _folder_size(folder: Path) -> int:
 
 
 def _read_sidecar(folder: Path) -> dict[str, Any]:
-    data = json.loads((folder / SIDECAR_NAME).read_text(encoding="utf-8"))
+    try:
+        data = jsonfile.read_json(folder / SIDECAR_NAME)
+    except jsonfile.JsonFileError as exc:
+        raise ValueError(exc.problem) from None
     if not isinstance(data, dict) or not isinstance(data.get("key"), dict):
         raise ValueError("not a cache entry description")
     return data

@@ -1,40 +1,62 @@
-"""Device discovery: which execution providers this build has, which plugin EPs are installed and
-registered, and which hardware devices ONNX Runtime reports, as plain dataclasses with reasons."""
+"""Device discovery: which execution providers this build has, which plugin EPs came from Windows ML's
+catalog or the bundled packages, and which hardware devices ONNX Runtime reports, as plain dataclasses
+with the reason, in plain words, for every NPU and GPU that is not usable."""
 
 from __future__ import annotations
 
 import logging
 import platform
 import sys
-import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from engines import runtime
+from engines.runtime import catalog as winml
+from engines.runtime.catalog import CatalogReport
+from engines.runtime.reasons import (
+    EP_HARDWARE,
+    EP_VENDOR,
+    driver_problem,
+    is_windows_arm64,
+    is_windows_x64,
+    meteor_lake_note,
+    missing_reason,
+    source_label,
+    vendor_of,
+)
+from engines.runtime.registration import (
+    DML_EP,
+    OPENVINO_EP,
+    QNN_EP,
+    VITISAI_EP,
+    PluginStatus,
+    registration,
+    reset_registrations,
+)
+from engines.runtime.registration import register_plugins as _register_plugins
 from engines.types import CPU_EP, EP_DEVICE_TYPE, Device, DeviceType
+
+__all__ = [
+    "DML_EP",
+    "OPENVINO_EP",
+    "QNN_EP",
+    "VITISAI_EP",
+    "DiscoveryReport",
+    "PluginStatus",
+    "discover",
+    "is_windows_arm64",
+    "is_windows_x64",
+    "platform_tag",
+    "register_plugins",
+    "reset_registrations",
+]
 
 log = logging.getLogger(__name__)
 
-QNN_EP = "QNNExecutionProvider"
-DML_EP = "DmlExecutionProvider"
-
 # EPs that are build details, not devices a user can pick.
 _NOT_DEVICES = {"AzureExecutionProvider"}
-
-_registered: dict[str, str] = {}  # ep name -> library path, registered in this process
-_register_errors: dict[str, str] = {}
-_lock = threading.Lock()
-
-
-@dataclass(frozen=True)
-class PluginStatus:
-    ep: str
-    package: str
-    installed: bool
-    registered: bool
-    library: str = ""
-    version: str = ""
-    error: str = ""
+# NPU / GPU EPs every device list accounts for, usable or not (others appear when the catalog offers them).
+_EXPECTED = (QNN_EP, OPENVINO_EP, VITISAI_EP, DML_EP)
 
 
 @dataclass(frozen=True)
@@ -44,6 +66,7 @@ class DiscoveryReport:
     available_providers: tuple[str, ...]
     devices: tuple[Device, ...]
     plugins: tuple[PluginStatus, ...] = field(default=())
+    catalog: CatalogReport = field(default_factory=lambda: CatalogReport(False, "not read"))
 
     def usable(self, device_type: DeviceType | None = None) -> list[Device]:
         return [d for d in self.devices if d.usable and (device_type is None or d.type == device_type)]
@@ -51,11 +74,16 @@ class DiscoveryReport:
     def find_ep(self, ep: str) -> list[Device]:
         return [d for d in self.devices if d.ep == ep]
 
+    def downloadable(self) -> list[str]:
+        """Catalog EPs that wait for a download (or preparation) the user has not agreed to yet."""
+        return [p.name for p in self.catalog.providers if p.state.value != "ready"]
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "onnxruntime": self.ort_version,
             "platform": self.platform,
             "available_providers": list(self.available_providers),
+            "windows_ml": self.catalog.as_dict(),
             "plugins": [vars(p) for p in self.plugins],
             "devices": [
                 {
@@ -64,12 +92,14 @@ class DiscoveryReport:
                     "vendor": d.vendor,
                     "vendor_id": d.vendor_id,
                     "device_id": d.device_id,
+                    "source": d.source,
                     "ep_vendor": d.ep_vendor,
                     "ep_version": d.ep_version,
                     "driver_version": d.driver_version,
                     "description": d.description,
                     "usable": d.usable,
                     "reason": d.reason,
+                    "plugin_library": d.plugin_library,
                     "metadata": dict(d.metadata),
                 }
                 for d in self.devices
@@ -81,50 +111,9 @@ def platform_tag() -> str:
     return f"{sys.platform}-{platform.machine().lower()}"
 
 
-def is_windows_arm64() -> bool:
-    return sys.platform == "win32" and platform.machine().upper() in {"ARM64", "AARCH64"}
-
-
-def is_windows_x64() -> bool:
-    return sys.platform == "win32" and platform.machine().upper() in {"AMD64", "X86_64"}
-
-
-def register_plugins() -> tuple[PluginStatus, ...]:
-    """Register installed plugin EPs (onnxruntime-qnn) with ONNX Runtime, once per process."""
-    ort = runtime.ort()
-    qnn = runtime.qnn_plugin()
-    if qnn is None:
-        return (PluginStatus(QNN_EP, "onnxruntime-qnn", installed=False, registered=False),)
-    ep_name = str(getattr(qnn, "get_ep_name", lambda: QNN_EP)())
-    version = str(getattr(qnn, "__version__", ""))
-    with _lock:
-        if ep_name not in _registered and ep_name not in _register_errors:
-            try:
-                library = str(qnn.get_library_path())
-                ort.register_execution_provider_library(ep_name, library)
-                _registered[ep_name] = library
-                log.info("registered plugin EP %s from %s", ep_name, library)
-            except Exception as exc:  # a broken plugin must not stop discovery
-                _register_errors[ep_name] = str(exc)
-                log.warning("could not register plugin EP %s: %s", ep_name, exc)
-        return (
-            PluginStatus(
-                ep_name,
-                "onnxruntime-qnn",
-                installed=True,
-                registered=ep_name in _registered,
-                library=_registered.get(ep_name, ""),
-                version=version,
-                error=_register_errors.get(ep_name, ""),
-            ),
-        )
-
-
-def reset_registrations() -> None:
-    """Forget what was registered (tests)."""
-    with _lock:
-        _registered.clear()
-        _register_errors.clear()
+def register_plugins(catalog: CatalogReport | None = None) -> tuple[PluginStatus, ...]:
+    """Register the plugin EPs (Windows ML catalog first, bundled packages second), once per process."""
+    return _register_plugins(winml.read_catalog() if catalog is None else catalog)
 
 
 def _device_type(raw: Any) -> DeviceType:
@@ -160,48 +149,49 @@ def _from_ep_device(ep_device: Any) -> Device:
     )
 
 
-def _qnn_missing_reason(plugin: PluginStatus | None, providers: tuple[str, ...]) -> str:
-    if plugin is not None and plugin.installed and plugin.error:
-        return (
-            f"onnxruntime-qnn is installed but its library could not be loaded: {plugin.error}. "
-            "Reinstall NPU Studio or update the Qualcomm NPU driver."
-        )
-    if plugin is not None and plugin.registered:
-        return (
-            "onnxruntime-qnn is installed and registered, but it found no Qualcomm NPU. "
-            "Check that the Snapdragon NPU driver is installed (Device Manager > Neural processors)."
-        )
-    if is_windows_arm64():
-        return "onnxruntime-qnn is not installed in this build. Reinstall NPU Studio (ARM64 MSI)."
-    return (
-        f"The Qualcomm NPU (QNN) needs Windows on ARM64 (Snapdragon X) with onnxruntime-qnn; "
-        f"this machine is {platform.system()} {platform.machine()}."
+def _with_source(device: Device, built_in: set[str]) -> Device:
+    """Fill in source, vendor, EP version and the driver check the catalog and plugins tell us about."""
+    reg = registration(device.ep)
+    source = source_label(reg, device.ep in built_in or reg is None)
+    vendor = vendor_of(device.vendor, device.vendor_id, device.ep) if device.type != DeviceType.CPU else device.vendor
+    ep_version = device.ep_version or (reg.version if reg is not None else "")
+    updated = replace(
+        device,
+        source=source,
+        vendor=vendor,
+        ep_version=ep_version,
+        plugin_library=reg.library if reg is not None else device.plugin_library,
     )
-
-
-def _dml_missing_reason() -> str:
-    if is_windows_x64():
-        return (
-            "This build has no DirectML provider. Install the x64 MSI (onnxruntime-directml), "
-            "or check that the GPU driver supports DirectX 12."
-        )
-    if is_windows_arm64():
-        return "DirectML is not part of the ARM64 build; on Snapdragon use the NPU (QNN) or the CPU."
-    return f"DirectML (GPU) needs Windows with DirectX 12; this machine is {platform.system()}."
+    problem = driver_problem(device.ep, device.type, device.driver_version) if source == "Windows ML catalog" else ""
+    note = meteor_lake_note(updated)
+    if note:
+        updated = replace(updated, metadata=(*updated.metadata, ("note", note)))
+    if problem:
+        updated = replace(updated, usable=False, reason=problem)
+    return updated
 
 
 def discover() -> DiscoveryReport:
-    """Everything ONNX Runtime can tell about this machine's devices, with reasons for what is missing."""
+    """Everything ONNX Runtime and Windows ML can tell about this machine's devices, with reasons for
+    what is missing. Never downloads; a failing EP never stops the others."""
     ort = runtime.ort()
-    plugins = register_plugins()
+    catalog = winml.read_catalog()
+    plugins = _register_plugins(catalog)
     providers = tuple(str(p) for p in ort.get_available_providers())
+    built_in = set(providers)
     devices: list[Device] = []
     get_ep_devices = getattr(ort, "get_ep_devices", None)
     if get_ep_devices is not None:
         try:
-            devices = [_from_ep_device(d) for d in get_ep_devices()]
+            raw = list(get_ep_devices())
         except Exception as exc:
             log.warning("get_ep_devices failed: %s", exc)
+            raw = []
+        for item in raw:
+            try:
+                devices.append(_with_source(_from_ep_device(item), built_in))
+            except Exception as exc:  # one odd device record must not hide the others
+                log.warning("skipping a device ONNX Runtime reported: %s", exc)
     seen_eps = {d.ep for d in devices}
     # EPs compiled into this build that list no hardware device (e.g. DirectML in the classic build):
     # usable through the provider list.
@@ -216,34 +206,32 @@ def discover() -> DiscoveryReport:
                 usable=True,
                 ep_version=runtime.version(),
                 description="Reported by the build (no device details)",
+                source="built in",
             )
         )
         seen_eps.add(ep)
-    plugin_by_ep = {p.ep: p for p in plugins}
-    if QNN_EP not in seen_eps:
+    cpu_vendor = next((vendor_of(d.vendor, d.vendor_id, d.ep) for d in devices if d.ep == CPU_EP and d.vendor), "")
+    expected = list(_EXPECTED) + [p.name for p in catalog.providers if p.name not in _EXPECTED]
+    for ep in expected:
+        if ep in seen_eps or ep == CPU_EP:
+            continue
+        reg = registration(ep)
         devices.append(
             Device(
-                ep=QNN_EP,
-                type=DeviceType.NPU,
-                vendor="Qualcomm",
+                ep=ep,
+                type=EP_DEVICE_TYPE.get(ep, DeviceType.NPU),
+                vendor=EP_VENDOR.get(ep, ""),
                 usable=False,
-                reason=_qnn_missing_reason(plugin_by_ep.get(QNN_EP), providers),
-                description="Qualcomm Hexagon NPU",
+                reason=missing_reason(ep, catalog, plugins, reg, cpu_vendor),
+                description=EP_HARDWARE.get(ep, ""),
+                ep_version=reg.version if reg is not None else "",
+                source=reg.source if reg is not None else "",
+                plugin_library=reg.library if reg is not None else "",
             )
         )
-    if DML_EP not in seen_eps:
-        devices.append(
-            Device(
-                ep=DML_EP,
-                type=DeviceType.GPU,
-                vendor="",
-                usable=False,
-                reason=_dml_missing_reason(),
-                description="DirectX 12 GPU",
-            )
-        )
+        seen_eps.add(ep)
     if CPU_EP not in seen_eps:  # always present in practice; keep the app honest if not
         devices.append(Device(CPU_EP, DeviceType.CPU, "", False, "This build reports no CPU provider."))
     order = {DeviceType.NPU: 0, DeviceType.GPU: 1, DeviceType.CPU: 2}
     devices.sort(key=lambda d: (not d.usable, order[d.type], d.ep))
-    return DiscoveryReport(runtime.version(), platform_tag(), providers, tuple(devices), plugins)
+    return DiscoveryReport(runtime.version(), platform_tag(), providers, tuple(devices), plugins, catalog)

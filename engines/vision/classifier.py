@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
@@ -13,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from engines import runtime
+from engines import jsonfile, runtime
 from engines.errors import CancelledError, InputContractError, ModelError
-from engines.models.safety import inspect_onnx, safe_child
+from engines.models.safety import safe_child
 from engines.runtime.compiled_cache import CompiledModelCache, ProgressCallback
 from engines.runtime.sessions import SessionSettings, VerifiedSession, create_session
 from engines.types import CPU_EP, CancelToken, Classification, ClassScore, DeviceChoice, Placement
@@ -56,8 +55,10 @@ class ClassifierSpec:
                 f"{root} has no manifest.json.", "Import the classifier so NPU Studio knows its inputs and labels."
             )
         try:
-            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+            manifest = jsonfile.read_object(manifest_path)
             spec = manifest["classifier"]
+            if not isinstance(spec, dict):
+                raise TypeError(f"its classifier section is a {type(spec).__name__}, not an object")
             model_entry = next(
                 (f for f in manifest.get("files", []) if str(f["path"]).endswith(".onnx")), {"path": "model.onnx"}
             )
@@ -65,7 +66,11 @@ class ClassifierSpec:
             declared = model_entry.get("size")
             labels_name = str(spec.get("labels", "labels.txt"))
             pre = Preprocess.from_manifest(spec)
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        except jsonfile.JsonFileError as exc:
+            raise ModelError(
+                f"The manifest in {root} is not valid: {exc.problem}.", "Re-import or rebuild the model."
+            ) from None
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ModelError(f"The manifest in {root} is not valid: {exc}", "Re-import or rebuild the model.") from exc
         model_path = safe_child(root, model_file, f"The manifest in {root}")
         # The labels are shown to the user: a manifest must not make NPU Studio read files elsewhere.
@@ -226,8 +231,14 @@ class ImageClassifier:
         self.choice = choice
         settings = settings or SessionSettings(quantized_model=spec.quantized)
         if session is None:
-            inspect_onnx(spec.model_path, spec.declared_bytes)  # before any native code sees the file
-            session = create_session(spec.model_path, choice, settings, cache=cache, on_progress=on_progress)
+            session = create_session(
+                spec.model_path,
+                choice,
+                settings,
+                cache=cache,
+                on_progress=on_progress,
+                declared_bytes=spec.declared_bytes,
+            )
         self.verified = session
         self.session = self.verified.session
         self.contract = check_contract(self.session, spec)
@@ -288,21 +299,24 @@ class ImageClassifier:
         k: int = 5,
         cancel: CancelToken | None = None,
         on_result: Callable[[Classification], None] | None = None,
+        on_index: Callable[[int, Classification], None] | None = None,
         *,
         decode_workers: int | None = None,
     ) -> list[Classification]:
-        """Batched classification of many photos, returned in input order and streamed to `on_result` in
-        input order as they finish. Photos are decoded in a thread pool while the model runs (see
-        engines.vision.pipeline; `decode_workers=1` decodes on the calling thread), a bounded number
-        ahead. A bad photo becomes a result with `error` set; the batch goes on. Cancel is checked
-        between photos and batches (raises CancelledError)."""
+        """Batched classification of many photos, returned in input order and streamed in input order as
+        they finish (to `on_result`, and to `on_index` with the photo's position). Photos are decoded in
+        a thread pool while the model runs (engines.vision.pipeline; `decode_workers=1` decodes on the
+        calling thread), a bounded number ahead. A bad photo becomes a result with `error` set; the
+        batch goes on. Cancel is checked between photos and batches (raises CancelledError)."""
         results: list[Classification] = []
         pending: list[Decoded] = []
 
-        def emit(result: Classification) -> None:
+        def emit(index: int, result: Classification) -> None:
             results.append(result)
             if on_result is not None:
                 on_result(result)
+            if on_index is not None:
+                on_index(index, result)
 
         def flush() -> None:
             if not pending:
@@ -313,7 +327,7 @@ class ImageClassifier:
             probs = self.probabilities(raw)
             for decoded, p in zip(pending, probs, strict=True):
                 top = top_k(p, self.spec.labels, k)
-                emit(Classification(decoded.path, top, per_image, decoded.preprocess_ms, self.placement))
+                emit(decoded.index, Classification(decoded.path, top, per_image, decoded.preprocess_ms, self.placement))
             pending.clear()
 
         lookahead = 2 * self.max_batch
@@ -322,7 +336,7 @@ class ImageClassifier:
         ):
             if decoded.tensor is None:
                 flush()  # results stay in input order
-                emit(Classification(decoded.path, (), 0.0, 0.0, self.placement, error=decoded.error))
+                emit(decoded.index, Classification(decoded.path, (), 0.0, 0.0, self.placement, error=decoded.error))
                 continue
             pending.append(decoded)
             if len(pending) >= self.max_batch:

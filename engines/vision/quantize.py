@@ -20,7 +20,6 @@ import logging
 import os
 import shutil
 import statistics
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,8 +29,8 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageOps
 
-from engines import runtime
-from engines.errors import ImageError, ModelError, StudioError
+from engines import runtime, workdirs
+from engines.errors import ImageError, ModelError, StorageError, StudioError
 from engines.models.manifest import (
     MANIFEST_NAME,
     SCHEMA_VERSION,
@@ -490,10 +489,7 @@ def quantize_classifier(
     say = on_progress or (lambda text: None)
     float_source = FloatSource.open(source)
     out = Path(out_dir) if out_dir is not None else default_output(float_source)
-    if out.resolve() == float_source.model_path.parent.resolve():
-        raise ModelError("The output folder is the model's own folder.", "Choose another --out folder.")
-    if out.exists() and not options.force:
-        raise ModelError(f"{out} already exists.", "Use --force to replace it, or choose another --out folder.")
+    _check_output(out, float_source.model_path.parent, options.force, folder=bool(float_source.manifest))
     spec = float_source.preprocess
     if not float_source.manifest:
         size = model_input_size(float_source.model_path)
@@ -507,8 +503,15 @@ def quantize_classifier(
         notes.append(
             "No manifest next to the model: preprocessing assumed (resize, centre crop, (x - 127) / 128, NCHW RGB)."
         )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        workdirs.sweep(out.parent, (f".{out.name}.",))  # left by a quantize that was killed
+        work = workdirs.make(out.parent, f".{out.name}.")
+    except OSError as exc:
+        raise StorageError(
+            f"The output folder {out} cannot be written: {exc.strerror or exc}.",
+            "Choose another --out folder, or free some disk space.",
+        ) from None
     try:
         fixed = work / "float_batch1.onnx"
         input_name = fix_batch_dimension(float_source.model_path, fixed)
@@ -652,6 +655,34 @@ def _opset(model: Path) -> int | None:
     return next((int(o.version) for o in imports if o.domain in ("", "ai.onnx")), None)
 
 
+def _check_output(out: Path, source_folder: Path, force: bool, *, folder: bool) -> None:
+    """The output folder is replaced as a whole: it must not be, hold or sit inside the source model, and
+    --force replaces only a model folder (one with a manifest) or an empty folder, never other files."""
+    target, source = out.resolve(), source_folder.resolve()
+    if target == source:
+        raise ModelError("The output folder is the model's own folder.", "Choose another --out folder.")
+    if target in source.parents:
+        raise ModelError(
+            f"The output folder {out} contains the source model ({source_folder}); replacing it would delete "
+            "the source.",
+            "Choose an --out folder outside the model's folder, e.g. next to it.",
+        )
+    if folder and source in target.parents:  # (a bare .onnx file's folder is not a model folder)
+        raise ModelError(f"The output folder {out} is inside the source model's folder.",
+                         "Choose an --out folder outside the model's folder, e.g. next to it.")
+    if not out.exists() and not out.is_symlink():
+        return
+    if not force:
+        raise ModelError(f"{out} already exists.", "Use --force to replace it, or choose another --out folder.")
+    if out.is_symlink() or not out.is_dir():
+        raise ModelError(f"{out} is not a folder; --force replaces only a model folder.", "Choose another --out.")
+    if not (out / "manifest.json").is_file() and any(out.iterdir()):
+        raise ModelError(
+            f"{out} is not a model folder (no manifest.json) and is not empty; --force replaces only a model folder.",
+            "Choose a new or empty --out folder.",
+        )
+
+
 def _input_name(model: Path) -> str:
     onnx = _require_onnx()
     return str(onnx.load(str(model), load_external_data=False).graph.input[0].name)
@@ -661,7 +692,7 @@ def _replace(staged: Path, out: Path) -> None:
     """Move the finished folder into place; an existing one (with --force) is swapped out, then removed."""
     old: Path | None = None
     if out.exists():
-        old = out.with_name(f".{out.name}.old-{os.getpid()}")
+        old = out.with_name(f".{out.name}.old-p{os.getpid()}-swap")  # named so that workdirs.sweep finds it
         shutil.rmtree(old, ignore_errors=True)
         os.replace(out, old)
     os.replace(staged, out)

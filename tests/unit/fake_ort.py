@@ -125,6 +125,10 @@ class FakeOrt:
         self.plugin_load_error = plugin_load_error
         self.create_error = create_error
         self.registered: list[tuple[str, str]] = []
+        self.register_errors: dict[str, str] = {}  # EP name -> the error its library raises on registration
+        self.windowsml: Any = None  # a fake `windowsml` package (tests/unit/fake_windowsml.py)
+        self.windows_build = 0
+        self.plugins: dict[str, Any] = {}  # import name -> fake bundled plugin EP package
         self.sessions: list[FakeSession] = []
 
         ort = self
@@ -144,9 +148,14 @@ class FakeOrt:
     def register_execution_provider_library(self, name: str, path: str) -> None:
         if self.plugin_load_error:
             raise Fail(self.plugin_load_error)
+        if name in self.register_errors:
+            raise Fail(self.register_errors[name])
+        if any(n == name for n, _ in self.registered):
+            raise Fail(f"Execution provider library for {name} was already registered")
         self.registered.append((name, path))
-        self._ep_devices.extend(self._plugin_devices)
-        self._plugin_devices = []
+        # Like ONNX Runtime: a registered library adds the devices of its own EP.
+        self._ep_devices.extend(d for d in self._plugin_devices if d.ep_name == name)
+        self._plugin_devices = [d for d in self._plugin_devices if d.ep_name != name]
 
 
 class FakeSession:

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from engines.chat.conversation import ChatModel
 from engines.chat import model as chat_model
+from engines.chat.conversation import ChatModel
 from engines.chat.model import (
     CHAT_TEMPLATE_FILE,
     DML_EP,
@@ -265,15 +265,19 @@ def test_performance_prefers_the_gpu_then_the_npu() -> None:
 
 def test_npu_policy_without_npu() -> None:
     plan = plan_providers(model_folder(), DeviceChoice.parse("npu"), CPU_ONLY)
-    assert plan.fell_back and "no NPU provider" in plan.reason
-    with pytest.raises(DeviceUnavailableError, match="No NPU is available for chat"):
+    assert plan.fell_back and "No usable NPU for chat" in plan.reason
+    with pytest.raises(DeviceUnavailableError, match="No usable NPU for chat"):
         plan_providers(model_folder(), DeviceChoice.parse("npu", strict=True), CPU_ONLY)
 
 
-def test_auto_follows_the_model_config() -> None:
-    assert plan_providers(model_folder(), DeviceChoice(), CPU_ONLY).from_config
+def test_auto_means_npu_then_gpu_then_cpu_and_keeps_the_config_options_of_the_planned_ep() -> None:
+    cpu = plan_providers(model_folder(), DeviceChoice(), CPU_ONLY)
+    assert cpu.ep == CPU_EP and not cpu.fell_back
     plan = plan_providers(model_folder((QNN_EP,)), DeviceChoice(), CPU_ONLY | {QNN_EP})
     assert plan.ep == QNN_EP and plan.from_config
+    assert plan_providers(model_folder(), DeviceChoice(), CPU_ONLY | {QNN_EP, DML_EP}).ep == QNN_EP
+    gpu = plan_providers(model_folder(), DeviceChoice(), CPU_ONLY | {DML_EP})
+    assert gpu.ep == DML_EP and not gpu.from_config
 
 
 def test_auto_with_a_config_provider_this_build_lacks() -> None:

@@ -246,6 +246,7 @@ def test_force_replaces_an_existing_variant(tmp_path: Path, photos: Path) -> Non
     source = model_folder(tmp_path)
     out = tmp_path / "variant"
     out.mkdir()
+    (out / "manifest.json").write_text("{}")  # an earlier variant: a model folder
     (out / "stale.txt").write_text("old")
     quantize_classifier(source, photos, out, QuantizeOptions(augment=False, latency_runs=1, force=True))
     assert not (out / "stale.txt").exists() and (out / "model.onnx").is_file()

@@ -52,6 +52,8 @@ def _custom() -> Settings:
         top_k=3,
         allow_downloads=True,
         last_open_dir="/home/ü/Pictures",
+        chat_enter_sends=False,
+        last_conversation=42,
     )
 
 
@@ -226,15 +228,15 @@ def test_backups_are_pruned_to_a_few() -> None:
 def test_unreadable_file_gives_defaults_and_a_notice_without_moving_it(monkeypatch: pytest.MonkeyPatch) -> None:
     path = settings_path()
     save_settings(_custom())
-    real_open = open
+    real_open = os.open
 
-    def deny(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+    def deny(file: Any, flags: int, *args: Any, **kwargs: Any) -> Any:
         if Path(file) == path:
             raise PermissionError(errno.EACCES, "Permission denied", str(file))
-        return real_open(file, mode, *args, **kwargs)
+        return real_open(file, flags, *args, **kwargs)
 
     with monkeypatch.context() as patch:
-        patch.setattr("builtins.open", deny)
+        patch.setattr("os.open", deny)
         settings, notice = load_settings()
     assert settings == Settings()
     assert notice is not None and "could not be read" in notice

@@ -78,3 +78,19 @@ def colour_classifier(
             encoding="utf-8",
         )
     return folder
+
+
+def tiny_onnx(path: Path, tag: str = "v1") -> Path:
+    """A valid one-node ONNX file (it passes the safety checks every session creation runs first);
+    `tag` changes its bytes (a retrained model)."""
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"], name="relu")],
+        "tiny",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], doc_string=tag)
+    model.ir_version = 9
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, path)
+    return path
