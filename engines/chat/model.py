@@ -13,11 +13,12 @@ import logging
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
-from pathlib import Path, PurePosixPath, PureWindowsPath
+from pathlib import Path
 from typing import Any
 
 from engines import jsonfile
 from engines.errors import DeviceUnavailableError, ModelError, StudioError
+from engines.models.paths import resolve_inside
 from engines.models.safety import inspect_onnx
 from engines.runtime import failures
 from engines.runtime.planning import DeviceSet, plan_device
@@ -99,7 +100,7 @@ def validate_model_folder(folder: str | Path) -> ModelFolder:
             "Pick a folder made by the onnxruntime-genai model builder (it holds genai_config.json, "
             "model.onnx and the tokenizer files).",
         )
-    _inside(root, GENAI_CONFIG, "the genai config")
+    _inside(root, GENAI_CONFIG, f"the genai config ({GENAI_CONFIG})")
     config = _read_json(config_path, GENAI_CONFIG)
     if not isinstance(config, dict) or not isinstance(config.get("model"), dict):
         raise ModelError(
@@ -127,7 +128,7 @@ def validate_model_folder(folder: str | Path) -> ModelFolder:
 
     files: list[str] = []
     for key_path, name in _referenced_files(config):
-        _inside(root, name, f"the file named by {key_path}")
+        _inside(root, name, f"the file named by {key_path} in {GENAI_CONFIG}")
         files.append(name)
         if name.lower().endswith(".onnx"):
             for external in inspect_onnx(root / name).external_files:
@@ -139,7 +140,7 @@ def validate_model_folder(folder: str | Path) -> ModelFolder:
                 f"The model folder {path} has no {required}.",
                 "Copy the tokenizer files next to genai_config.json (the model builder writes them).",
             )
-        _inside(root, required, "the tokenizer")
+        _inside(root, required, f"the tokenizer file {required}")
     tokenizer_config = _read_json(root / TOKENIZER_CONFIG, TOKENIZER_CONFIG)
     if not _has_chat_template(root, tokenizer_config):
         raise ModelError(
@@ -170,34 +171,7 @@ def _read_json(file: Path, name: str) -> Any:
 
 def _inside(root: Path, name: object, what: str) -> Path:
     """The file `name` (from a config) as a path inside `root`; a ModelError otherwise."""
-    if not isinstance(name, str) or not name.strip():
-        raise ModelError(f"The model config names {what} with an empty or non-text value ({name!r}).")
-    if "\x00" in name:
-        raise ModelError(f"The model config names {what} with a NUL character in it.")
-    posix = PurePosixPath(name.replace("\\", "/"))
-    if posix.is_absolute() or PureWindowsPath(name).is_absolute() or PureWindowsPath(name).drive:
-        raise ModelError(
-            f"The model config names {what} with an absolute path ({name}); files must be inside the model folder.",
-            "Use a path relative to the model folder.",
-        )
-    if ".." in posix.parts:
-        raise ModelError(
-            f"The model config names {what} with '..' ({name}); files must be inside the model folder.",
-            "Use a path relative to the model folder, without '..'.",
-        )
-    target = root / posix
-    resolved = target.resolve()
-    if not resolved.is_relative_to(root):
-        raise ModelError(
-            f"{name} ({what}) is a link to {resolved}, outside the model folder.",
-            "Copy the file into the model folder instead of linking to it.",
-        )
-    if not resolved.is_file():
-        raise ModelError(
-            f"The model folder is incomplete: {name} ({what}) is missing.",
-            "Copy the whole model folder again, or rebuild it.",
-        )
-    return resolved
+    return resolve_inside(root, name, what=what[:1].upper() + what[1:], must_exist=True)
 
 
 def _walk(node: Any, key_path: str = "") -> Iterator[tuple[str, str, Any]]:
@@ -242,7 +216,7 @@ def _referenced_files(config: Any) -> Iterator[tuple[str, str]]:
 def _has_chat_template(root: Path, tokenizer_config: Any) -> bool:
     template_file = root / CHAT_TEMPLATE_FILE
     if template_file.exists():
-        _inside(root, CHAT_TEMPLATE_FILE, "the chat template")
+        _inside(root, CHAT_TEMPLATE_FILE, f"the chat template {CHAT_TEMPLATE_FILE}")
         try:
             return bool(template_file.read_text(encoding="utf-8").strip())
         except (OSError, UnicodeDecodeError) as exc:

@@ -8,13 +8,13 @@ folder names.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath, PureWindowsPath
+from pathlib import Path
 from typing import Any
 
 from engines.errors import ModelError
+from engines.models.paths import resolve_inside
 
 # Operator domains ONNX Runtime implements itself; anything else needs a custom-op library.
 KNOWN_DOMAINS = {
@@ -65,36 +65,6 @@ def _tensors(model: Any) -> Iterator[Any]:
                 yield from attr.tensors
 
 
-def safe_child(root: Path, relative: str, what: str) -> Path:
-    """`relative` resolved inside `root`, or a ModelError: no absolute paths, no `..`, no symlink out."""
-    if not relative or "\x00" in relative:
-        raise ModelError(f"{what} has an empty or invalid file name.", "The model folder is damaged or unsafe.")
-    if (
-        PurePosixPath(relative).is_absolute()
-        or PureWindowsPath(relative).is_absolute()
-        or PureWindowsPath(relative).drive
-    ):
-        raise ModelError(
-            f"{what} points to an absolute path ({relative}).",
-            "Only files inside the model's own folder are allowed; this model folder is unsafe.",
-        )
-    parts = PureWindowsPath(relative).parts
-    if ".." in parts:
-        raise ModelError(
-            f"{what} points outside the model's folder ({relative}).",
-            "Only files inside the model's own folder are allowed; this model folder is unsafe.",
-        )
-    path = root / relative
-    real_root = root.resolve()
-    real = path.resolve()
-    if real != real_root and real_root not in real.parents:
-        raise ModelError(
-            f"{what} is a link to a file outside the model's folder ({relative} -> {real}).",
-            "Only files inside the model's own folder are allowed; this model folder is unsafe.",
-        )
-    return path
-
-
 def inspect_onnx(model_path: Path, declared_bytes: int | None = None) -> ModelFiles:
     """Read the model's structure (not its weights) and check every file it refers to."""
     try:
@@ -124,7 +94,7 @@ def inspect_onnx(model_path: Path, declared_bytes: int | None = None) -> ModelFi
             continue
         info = {entry.key: entry.value for entry in tensor.external_data}
         what = f"External data of tensor '{tensor.name}'"
-        path = safe_child(root, info.get("location", ""), what)
+        path = resolve_inside(root, info.get("location", ""), what=what)
         if not path.is_file():
             raise ModelError(f"{what} is missing ({info.get('location')}).", "Copy the whole model folder.")
         file_size = path.stat().st_size
@@ -145,8 +115,3 @@ def inspect_onnx(model_path: Path, declared_bytes: int | None = None) -> ModelFi
             "NPU Studio never loads libraries named by a model; use a model made of standard ONNX operators.",
         )
     return ModelFiles(model_path, tuple(external), total, custom)
-
-
-def folder_is_inside(path: Path, root: Path) -> bool:
-    real, real_root = Path(os.path.realpath(path)), Path(os.path.realpath(root))
-    return real == real_root or real_root in real.parents

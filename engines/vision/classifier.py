@@ -14,7 +14,7 @@ import numpy as np
 
 from engines import jsonfile, runtime
 from engines.errors import CancelledError, InputContractError, ModelError
-from engines.models.safety import safe_child
+from engines.models.paths import resolve_inside
 from engines.runtime.compiled_cache import CompiledModelCache, ProgressCallback
 from engines.runtime.sessions import SessionSettings, VerifiedSession, create_session
 from engines.types import CPU_EP, CancelToken, Classification, ClassScore, DeviceChoice, Placement
@@ -72,9 +72,9 @@ class ClassifierSpec:
             ) from None
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ModelError(f"The manifest in {root} is not valid: {exc}", "Re-import or rebuild the model.") from exc
-        model_path = safe_child(root, model_file, f"The manifest in {root}")
+        model_path = resolve_inside(root, model_file, what=f"The manifest in {root}")
         # The labels are shown to the user: a manifest must not make NPU Studio read files elsewhere.
-        labels_file = safe_child(root, labels_name, f"The labels file named by the manifest in {root}")
+        labels_file = resolve_inside(root, labels_name, what=f"The labels file named by the manifest in {root}")
         return cls(
             model_path=model_path,
             labels=read_labels(labels_file),
