@@ -91,3 +91,4 @@ def user_models_dir() -> Path:
 
 def compiled_cache_dir() -> Path:
     return _made(cache_dir() / "compiled")
+

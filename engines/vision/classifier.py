@@ -14,6 +14,7 @@ import numpy as np
 
 from engines import jsonfile, runtime
 from engines.errors import CancelledError, InputContractError, ModelError, StudioError
+from engines.models import trial
 from engines.models.safety import inspect_onnx, safe_child
 from engines.runtime.compiled_cache import CompiledModelCache, ProgressCallback
 from engines.runtime.sessions import SessionSettings, VerifiedSession, create_session
@@ -74,6 +75,12 @@ class ClassifierSpec:
         model_path = safe_child(root, model_file, f"The manifest in {root}")
         # The labels are shown to the user: a manifest must not make NPU Studio read files elsewhere.
         labels_file = safe_child(root, labels_name, f"The labels file named by the manifest in {root}")
+        declared_bytes = int(declared) if isinstance(declared, int) else None
+        # Before any session in this process: the static checks, then a graph that hangs or crashes does
+        # it in a bounded child (engines/models/trial.py).
+        inspect_onnx(model_path, declared_bytes)
+        trial.ensure_tried(root, trial.CLASSIFIER, model_file=model_path.relative_to(root).as_posix(),
+                           input_size=pre.input_size)
         return cls(
             model_path=model_path,
             labels=read_labels(labels_file),
@@ -83,7 +90,7 @@ class ClassifierSpec:
             output_kind=str(spec.get("output_kind", "logits")),
             name=str(manifest.get("name", root.name)),
             quantized=str(manifest.get("precision", "fp32")).startswith("qdq"),
-            declared_bytes=int(declared) if isinstance(declared, int) else None,
+            declared_bytes=declared_bytes,
         )
 
 

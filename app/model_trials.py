@@ -1,0 +1,14 @@
+"""Which models are tried in a bounded child process before they run here (engines/models/trial.py)."""
+
+from __future__ import annotations
+
+from app import paths
+
+
+def configure() -> None:
+    """The bundled demo models are ours; every other model is tried once and the verdict kept in the
+    cache folder. Each process that opens models calls this (the CLI and app at start, the chat
+    engine's child process)."""
+    from engines.models import trial
+
+    trial.configure(trusted=[paths.bundled_models_dir()], verdicts=paths.cache_dir() / "model-trials.json")
