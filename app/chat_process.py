@@ -72,9 +72,26 @@ class TextCoalescer:
             self._emit(text)
 
 
-def loading_text(what: str, choice: DeviceChoice) -> str:
+def npu_present() -> bool | None:
+    """Whether this machine has a usable NPU (None when discovery itself failed)."""
+    try:
+        from engines.runtime.devices import discover
+
+        return any(d.usable and d.type == DeviceType.NPU for d in discover().devices)
+    except Exception:
+        return None
+
+
+def loading_text(what: str, choice: DeviceChoice, has_npu: Callable[[], bool | None] = npu_present) -> str:
+    """The status while a model loads. The first-run compile is promised only where an NPU exists."""
     if choice.wanted_type == DeviceType.NPU:
-        return f"Preparing {what} for the NPU (the first run compiles it; this can take a while)…"
+        found = has_npu()
+        if found:
+            return f"Preparing {what} for the NPU (the first run compiles it; this can take a while)…"
+        if found is False:
+            if choice.strict:
+                return f"Checking {what} against the NPU (strict: there is no NPU on this machine)…"
+            return f"Loading {what} on the CPU (there is no NPU on this machine)…"
     return f"Loading {what} ({choice.describe()})…"
 
 

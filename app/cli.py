@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import logging
 import signal
 import sys
@@ -53,8 +52,12 @@ def _run_gui(args: argparse.Namespace) -> int:
 
 
 def print_json(data: Any) -> None:
-    json.dump(data, sys.stdout, indent=2, ensure_ascii=False, default=str)
-    sys.stdout.write("\n")
+    """Print `data` as JSON, whole: it is serialized before the first byte is written, so a value that
+    cannot be written never leaves half a document behind."""
+    from app.terminal import write_raw
+    from engines.text import json_text
+
+    write_raw(sys.stdout, json_text(data) + "\n")
 
 
 class Terminated(KeyboardInterrupt):
@@ -79,6 +82,13 @@ def _sigterm_unwinds(enabled: bool) -> Iterator[None]:
 
 
 def run(argv: Sequence[str]) -> int:
+    from app.terminal import safe_terminal
+
+    with safe_terminal():
+        return _run(argv)
+
+
+def _run(argv: Sequence[str]) -> int:
     parser = build_parser()
     args = parser.parse_args(list(argv))
     from app.logs import setup_logging

@@ -32,6 +32,7 @@ from app.models_host import ModelsHost, wire_models_view
 from app.settings import Settings, load_settings, save_settings
 from app.settings_host import SettingsHost, wire_settings_view
 from app.storage import ConversationStore
+from app.view_links import ModelChoice, wire_classify, wire_status
 from engines.errors import ModelError, StorageError, StudioError
 from engines.types import DeviceChoice, short_ep_name
 from ui.bench_view import BenchView
@@ -195,12 +196,7 @@ class Studio(QObject):
         cv.classify_image_requested.connect(self._classify_image)
         cv.cancel_requested.connect(self.vision.cancel)
         self.vision.status.connect(lambda t: w.set_status("vision", t))
-        self.vision.status.connect(lambda t: cv.show_busy(t) if t else None)
-        self.vision.model_loaded.connect(lambda description, _placement: cv.show_loaded(description))
-        self.vision.classified.connect(cv.show_result)
-        self.vision.progress.connect(cv.show_progress)
-        self.vision.finished.connect(lambda _summary: cv.show_finished())
-        self.vision.cancelled.connect(lambda _done: cv.show_cancelled())
+        wire_classify(cv, self.vision)
         self.vision.failed.connect(self._on_vision_failed)
 
         # chat
@@ -218,6 +214,8 @@ class Studio(QObject):
         self.chat.failed.connect(self._on_chat_failed)
 
         self.choice_model.changed.connect(self._on_choice_changed)
+        wire_status(w, cv, self.chat, self.vision)
+        self.model_choice = ModelChoice(self)
 
         # window-wide shortcuts
         from PySide6.QtGui import QAction, QKeySequence
@@ -271,6 +269,7 @@ class Studio(QObject):
         if self._shut_down:  # the window closed before its first event-loop turn
             return
         self.discover()
+        self.models.refresh()  # the model pickers list the library
         if self.preload:
             self.load_classifier()
             self.load_chat_model()
@@ -399,6 +398,8 @@ class Studio(QObject):
 
     def _retry_classify(self, choice: DeviceChoice) -> None:
         kind, what, folder, _failed = self._last_classify
+        # The retry moves the shared choice too, so that every view says where work runs now.
+        self.choice_model.set_text(choice.ep or choice.policy.value)
         self._last_classify = (kind, what, folder, choice)
         if kind == "paths":
             self.vision.classify(what, folder, choice, self.settings.top_k)

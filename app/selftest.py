@@ -211,14 +211,14 @@ class SelfTest(QObject):
         top = result.top[0]
         if not any(word in top.label.lower() for word in CAT_WORDS):
             raise SelfTestFailure(f"expected a cat for {SAMPLE_PHOTO}, got '{top.label}' ({top.probability:.1%})")
-        if result.placement is None or not view.placement_badge.text():
+        if result.placement is None or not view.placement_chip.text():
             raise SelfTestFailure("no placement badge was shown")
         self.facts["classification"] = result.as_dict() | {"placement": result.placement.as_dict()}
         shot = yield from self._screenshot("classify")
         return {
             "top5": [f"{s.label} {s.probability:.1%}" for s in result.top],
             "latency_ms": round(result.latency_ms, 2),
-            "badge": view.placement_badge.text(),
+            "badge": view.placement_chip.text(),
             "screenshot": shot,
         }
 

@@ -1,47 +1,28 @@
-"""Classify: open, drop or paste photos (or a whole folder); preview, top-5 bars, latency, an honest
-placement badge, and a results table for batches with CSV export."""
+"""Classify: open, drop or paste photos (or a whole folder, or a sample photo); preview, top-5 bars,
+per-photo times, one placement chip, and a results table for batches with a summary and CSV export.
+
+The device chip, the device banner and the status text come from one derived state (ui.device_state)
+recomputed on every change of device, strict, model and result, so they can never disagree.
+"""
 
 from __future__ import annotations
 
 import csv
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import (
-    QAbstractTableModel,
-    QBuffer,
-    QByteArray,
-    QIODevice,
-    QModelIndex,
-    QPersistentModelIndex,
-    QSize,
-    Qt,
-    QTimer,
-    Signal,
-)
-from PySide6.QtGui import (
-    QDragEnterEvent,
-    QDragLeaveEvent,
-    QDropEvent,
-    QImage,
-    QImageReader,
-    QImageWriter,
-    QKeySequence,
-    QPixmap,
-)
+from PySide6.QtCore import QBuffer, QByteArray, QCoreApplication, QIODevice, QModelIndex, Qt, QTimer, Signal
+from PySide6.QtGui import QDragEnterEvent, QDragLeaveEvent, QDropEvent, QImage, QImageWriter, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
     QFileDialog,
-    QFrame,
-    QGridLayout,
     QHBoxLayout,
     QHeaderView,
     QLabel,
     QProgressBar,
     QPushButton,
-    QSizePolicy,
     QSplitter,
     QTableView,
     QVBoxLayout,
@@ -49,212 +30,35 @@ from PySide6.QtWidgets import (
 )
 
 from app.qtcompat import emit
-from engines.types import Classification, Placement
+from engines.errors import ImageError
+from engines.types import Classification, DeviceChoice, Placement
+from ui.classify_parts import (
+    IMAGE_SUFFIXES,
+    TOP_K,
+    DropZone,
+    ProbabilityBars,
+    ResultsModel,
+    batch_summary,
+    expand_paths,
+    load_preview,
+    photo_ms,
+    placement_badge_kind,
+)
 from ui.device_picker import DeviceChoiceModel, DevicePicker
-from ui.icons import icon, pixmap
+from ui.device_state import DeviceState, Outcome, derive
+from ui.icons import icon
+from ui.model_picker import ModelPicker
+from ui.placement_chip import PlacementChip
 from ui.theme import colors
-from ui.widgets import MARGIN, SPACING, Banner, BannerArea, Card, Spinner, ViewHeader, muted_label, repolish, set_badge
+from ui.widgets import MARGIN, SPACING, Banner, BannerArea, Card, Spinner, ViewHeader, muted_label
 
-IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff"}
-TOP_K = 5
+__all__ = ["IMAGE_SUFFIXES", "ClassifyView", "expand_paths", "placement_badge_kind"]
 
-
-def expand_paths(paths: Iterable[str]) -> list[str]:
-    """Files as given, folders expanded to the images they hold (sorted, not recursive)."""
-    out: list[str] = []
-    for raw in paths:
-        path = Path(raw)
-        if path.is_dir():
-            try:
-                entries = sorted(e.path for e in os.scandir(path) if e.is_file())
-            except OSError:
-                continue
-            out.extend(p for p in entries if Path(p).suffix.lower() in IMAGE_SUFFIXES)
-        else:
-            out.append(str(path))
-    return out
+LOW_CONFIDENCE = 0.30  # below this the top-1 is more likely a guess than an answer
 
 
-def placement_badge_kind(placement: Placement) -> str:
-    if placement.fell_back:
-        return "warn"
-    return "info" if len(placement.nodes_per_ep) > 1 else "ok"
-
-
-class ResultsModel(QAbstractTableModel):
-    HEADERS = ("File", "Top-1", "Probability", "Latency (ms)", "Ran on")
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.results: list[Classification] = []
-
-    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(self.results)
-
-    def columnCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(self.HEADERS)
-
-    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
-            return self.HEADERS[section]
-        return None
-
-    def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if not index.isValid():
-            return None
-        result = self.results[index.row()]
-        column = index.column()
-        if role == Qt.ItemDataRole.DisplayRole:
-            return self.row_values(result)[column]
-        if role == Qt.ItemDataRole.ToolTipRole:
-            return result.error or result.path
-        if role == Qt.ItemDataRole.TextAlignmentRole and column in (2, 3):
-            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-        if role == Qt.ItemDataRole.ForegroundRole and result.error:
-            from PySide6.QtGui import QColor
-
-            return QColor(colors().error)
-        return None
-
-    @staticmethod
-    def row_values(result: Classification) -> tuple[str, str, str, str, str]:
-        name = Path(result.path).name if result.path != "<bytes>" else "Pasted image"
-        if result.error:
-            return (name, "—", "", "", result.error)
-        top = result.top[0] if result.top else None
-        device = result.placement.badge() if result.placement else ""
-        return (
-            name,
-            top.label if top else "—",
-            f"{top.probability:.1%}" if top else "",
-            f"{result.latency_ms:.1f}",
-            device,
-        )
-
-    def add(self, result: Classification) -> None:
-        self.extend([result])
-
-    def extend(self, results: Sequence[Classification]) -> None:
-        if not results:
-            return
-        row = len(self.results)
-        self.beginInsertRows(QModelIndex(), row, row + len(results) - 1)
-        self.results.extend(results)
-        self.endInsertRows()
-
-    def clear(self) -> None:
-        self.beginResetModel()
-        self.results = []
-        self.endResetModel()
-
-
-class ProbabilityBars(QWidget):
-    """Top-k labels with horizontal bars and percentages."""
-
-    def __init__(self, rows: int = TOP_K, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        grid = QGridLayout(self)
-        grid.setContentsMargins(0, 0, 0, 0)
-        grid.setHorizontalSpacing(12)
-        grid.setVerticalSpacing(8)
-        self.labels: list[QLabel] = []
-        self.bars: list[QProgressBar] = []
-        self.values: list[QLabel] = []
-        for row in range(rows):
-            label = QLabel("")
-            label.setMinimumWidth(150)
-            bar = QProgressBar()
-            bar.setRange(0, 1000)
-            bar.setTextVisible(False)
-            bar.setFixedHeight(12)
-            value = QLabel("")
-            value.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-            value.setMinimumWidth(52)
-            grid.addWidget(label, row, 0)
-            grid.addWidget(bar, row, 1)
-            grid.addWidget(value, row, 2)
-            self.labels.append(label)
-            self.bars.append(bar)
-            self.values.append(value)
-        grid.setColumnStretch(1, 1)
-        self.set_scores([])
-
-    def set_scores(self, scores: Sequence[tuple[str, float]]) -> None:
-        for row, (label, bar, value) in enumerate(zip(self.labels, self.bars, self.values, strict=True)):
-            if row < len(scores):
-                name, probability = scores[row]
-                label.setText(f"<b>{name}</b>" if row == 0 else name)
-                bar.setValue(round(probability * 1000))
-                value.setText(f"{probability:.1%}")
-                bar.show()
-            else:
-                label.setText("")
-                value.setText("")
-                bar.setValue(0)
-                bar.hide()
-
-    def scores(self) -> list[tuple[str, str]]:
-        return [(lbl.text(), val.text()) for lbl, val in zip(self.labels, self.values, strict=True) if val.text()]
-
-
-class DropZone(QFrame):
-    """The preview area; also the visible target for drag and drop."""
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setObjectName("DropZone")
-        self.setMinimumSize(QSize(280, 260))
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(16, 16, 16, 16)
-        self.image = QLabel()
-        self.image.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.image.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Ignored)
-        layout.addWidget(self.image, 1)
-        self.caption = muted_label("Drop photos or a folder here, open them (Ctrl+O) or paste an image (Ctrl+V).")
-        self.caption.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        layout.addWidget(self.caption)
-        self._source: QPixmap | None = None
-        self.show_placeholder()
-
-    def show_placeholder(self) -> None:
-        self._source = None
-        self.image.setPixmap(pixmap("classify", 64, colors().muted))
-
-    def show_image(self, image: QImage, caption: str) -> None:
-        self._source = QPixmap.fromImage(image)
-        self.caption.setText(caption)
-        self._rescale()
-
-    def has_image(self) -> bool:
-        return self._source is not None
-
-    def set_hover(self, hover: bool) -> None:
-        self.setProperty("hover", hover)
-        repolish(self)
-
-    def resizeEvent(self, event: Any) -> None:
-        super().resizeEvent(event)
-        self._rescale()
-
-    def _rescale(self) -> None:
-        if self._source is None or self._source.isNull():
-            return
-        size = self.image.size()
-        if size.width() < 8 or size.height() < 8:
-            size = QSize(400, 300)
-        self.image.setPixmap(
-            self._source.scaled(size, Qt.AspectRatioMode.KeepAspectRatio, Qt.TransformationMode.SmoothTransformation)
-        )
-
-
-def load_preview(path: str, longest: int = 900) -> QImage:
-    """Read an image for display, decoded at reduced size when it is large."""
-    reader = QImageReader(path)
-    reader.setAutoTransform(True)
-    size = reader.size()
-    if size.isValid() and max(size.width(), size.height()) > longest:
-        reader.setScaledSize(size.scaled(longest, longest, Qt.AspectRatioMode.KeepAspectRatio))
-    return reader.read()
+def tr(text: str) -> str:
+    return QCoreApplication.translate("Classify", text)
 
 
 class ClassifyView(QWidget):
@@ -263,14 +67,25 @@ class ClassifyView(QWidget):
     classify_requested = Signal(list)  # list[str] paths
     classify_image_requested = Signal(bytes, str)  # encoded image, display name
     cancel_requested = Signal()
+    model_chosen = Signal(str)  # a library model name picked in the model picker
+    work_status = Signal(str)  # what the view is doing now, for the status bar ("" when idle)
 
     def __init__(self, choice_model: DeviceChoiceModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setAcceptDrops(True)
+        self.choice_model = choice_model
         self.busy = False
         self.last_open_dir = ""
+        self.model_name = ""
+        self.state: DeviceState | None = None
+        self._outcome: Outcome | None = None
+        self._loading = ""
+        self._state_banner: Banner | None = None
+        self._run_key: tuple[DeviceChoice, str] | None = None  # the choice and model of the shown result
+        self._stale_note = False
         self._pending: list[Classification] = []
         self._preview_path = ""
+        self._summary: dict[str, Any] | None = None
         self._apply_timer = QTimer(self)
         self._apply_timer.setSingleShot(True)
         self._apply_timer.setInterval(100)
@@ -280,27 +95,39 @@ class ClassifyView(QWidget):
         outer = QVBoxLayout(self)
         outer.setContentsMargins(MARGIN, MARGIN, MARGIN, MARGIN)
         outer.setSpacing(SPACING)
-        self.header = ViewHeader("Classify", "Which of 1,000 ImageNet classes is in the photo, and where it ran.")
-        self.model_label = muted_label("", word_wrap=False)
-        self.header.controls.addWidget(self.model_label)
+        self.header = ViewHeader(
+            tr("Classify"), tr("Which of 1,000 ImageNet classes is in the photo, and where it ran.")
+        )
+        self.model_picker = ModelPicker("image-classifier")
+        self.model_picker.model_chosen.connect(self._on_model_picked)
+        self.header.controls.addWidget(self.model_picker)
         self.picker = DevicePicker(choice_model, compact=True)
         self.header.controls.addWidget(self.picker)
         outer.addWidget(self.header)
+        state_row = QHBoxLayout()
+        state_row.setSpacing(8)
+        self.device_caption = muted_label(tr("Next run:"), word_wrap=False)
+        state_row.addWidget(self.device_caption)
+        self.device_chip = PlacementChip()
+        self.device_chip.setAccessibleName(tr("Where the next photo will run"))
+        state_row.addWidget(self.device_chip)
+        state_row.addStretch(1)
+        outer.addLayout(state_row)
         self.banners = BannerArea()
         outer.addWidget(self.banners)
 
         actions = QHBoxLayout()
         actions.setSpacing(8)
-        self.open_button = QPushButton(icon("open"), "Open photos…")
+        self.open_button = QPushButton(icon("open"), tr("Open photos…"))
         self.open_button.setObjectName("Primary")
         self.open_button.setIcon(icon("open", colors().accent_text))
         self.open_button.setShortcut(QKeySequence.StandardKey.Open)
-        self.open_button.setToolTip("Open photos (Ctrl+O)")
+        self.open_button.setToolTip(tr("Open photos (Ctrl+O)"))
         self.open_button.clicked.connect(self.open_files)
-        self.folder_button = QPushButton(icon("folder"), "Classify a folder…")
+        self.folder_button = QPushButton(icon("folder"), tr("Classify a folder…"))
         self.folder_button.clicked.connect(self.open_folder)
-        self.paste_button = QPushButton(icon("paste"), "Paste")
-        self.paste_button.setToolTip("Classify the image on the clipboard (Ctrl+V)")
+        self.paste_button = QPushButton(icon("paste"), tr("Paste"))
+        self.paste_button.setToolTip(tr("Classify the image on the clipboard (Ctrl+V)"))
         self.paste_button.setShortcut(QKeySequence.StandardKey.Paste)
         self.paste_button.clicked.connect(self.paste)
         for button in (self.open_button, self.folder_button, self.paste_button):
@@ -313,10 +140,11 @@ class ClassifyView(QWidget):
         self.progress = QProgressBar()
         self.progress.setFixedWidth(180)
         self.progress.setTextVisible(False)
+        self.progress.setAccessibleName(tr("Batch progress"))
         self.progress.hide()
         actions.addWidget(self.progress)
-        self.cancel_button = QPushButton(icon("stop"), "Cancel")
-        self.cancel_button.setToolTip("Stop the batch (Esc)")
+        self.cancel_button = QPushButton(icon("stop"), tr("Cancel"))
+        self.cancel_button.setToolTip(tr("Stop the batch (Esc)"))
         self.cancel_button.clicked.connect(self.cancel)
         self.cancel_button.hide()
         actions.addWidget(self.cancel_button)
@@ -327,24 +155,25 @@ class ClassifyView(QWidget):
         top = QSplitter(Qt.Orientation.Horizontal)
         top.setChildrenCollapsible(False)
         self.drop_zone = DropZone()
+        self.drop_zone.sample_clicked.connect(lambda path: self.classify_paths([path]))
         top.addWidget(self.drop_zone)
         result_card = Card()
-        result_card.setMinimumWidth(340)
-        self.result_title = QLabel("No photo yet")
+        result_card.setMinimumWidth(320)
+        self.result_title = QLabel(tr("No photo yet"))
         self.result_title.setObjectName("ViewTitle")
         self.result_title.setWordWrap(True)
         result_card.body.addWidget(self.result_title)
         self.result_file = muted_label("")
         result_card.body.addWidget(self.result_file)
+        self.hint = muted_label(tr("Open a photo, drop one here, or click a sample photo."))
+        result_card.body.addWidget(self.hint)
         result_card.body.addSpacing(6)
         self.bars = ProbabilityBars()
         result_card.body.addWidget(self.bars)
         result_card.body.addSpacing(6)
         badge_row = QHBoxLayout()
-        self.placement_badge = QLabel()
-        self.placement_badge.setWordWrap(True)
-        self.placement_badge.hide()
-        badge_row.addWidget(self.placement_badge)
+        self.placement_chip = PlacementChip()
+        badge_row.addWidget(self.placement_chip)
         badge_row.addStretch(1)
         result_card.body.addLayout(badge_row)
         self.latency = muted_label("")
@@ -357,17 +186,21 @@ class ClassifyView(QWidget):
 
         self.table_card = Card()
         table_head = QHBoxLayout()
-        self.table_title = QLabel("Batch results")
+        self.table_title = QLabel(tr("Batch results"))
         self.table_title.setObjectName("SectionTitle")
         table_head.addWidget(self.table_title)
         table_head.addStretch(1)
-        self.export_button = QPushButton(icon("export"), "Export CSV…")
+        self.export_button = QPushButton(icon("export"), tr("Export CSV…"))
         self.export_button.clicked.connect(self.export_csv_dialog)
         table_head.addWidget(self.export_button)
         self.table_card.body.addLayout(table_head)
+        self.summary = muted_label("")
+        self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.table_card.body.addWidget(self.summary)
         self.results = ResultsModel()
         self.table = QTableView()
         self.table.setModel(self.results)
+        self.table.setAccessibleName(tr("Batch results"))
         self.table.setAlternatingRowColors(True)
         self.table.setSelectionBehavior(QTableView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QTableView.SelectionMode.SingleSelection)
@@ -380,7 +213,7 @@ class ClassifyView(QWidget):
         header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
         for column in (2, 3):  # fixed: ResizeToContents would measure every row on each insert
             header.setSectionResizeMode(column, QHeaderView.ResizeMode.Fixed)
-            header.resizeSection(column, 110)
+            header.resizeSection(column, 100)
         header.setSectionResizeMode(4, QHeaderView.ResizeMode.Stretch)
         self.table.clicked.connect(self._row_clicked)
         self.table_card.body.addWidget(self.table)
@@ -390,16 +223,100 @@ class ClassifyView(QWidget):
         splitter.setStretchFactor(1, 2)
         outer.addWidget(splitter, 1)
 
+        for widget, name in (
+            (self.open_button, tr("Open photos")),
+            (self.folder_button, tr("Classify a folder")),
+            (self.paste_button, tr("Paste an image")),
+            (self.cancel_button, tr("Cancel the batch")),
+            (self.export_button, tr("Export the results as CSV")),
+        ):
+            widget.setAccessibleName(name)
+        choice_model.changed.connect(self._on_choice_changed)
+        choice_model.devices_changed.connect(self.refresh_state)
+        self.refresh_state()
+
+    # --- the one device state -------------------------------------------------------------------------
+    def refresh_state(self, *_: object) -> None:
+        """Re-derive chip, device banner and status from (choice, model, last outcome, loading, work)."""
+        state = derive(
+            self.choice_model.choice(),
+            self.model_name,
+            devices=self.choice_model.devices,
+            outcome=self._outcome,
+            loading=self._loading,
+            working=self.status.text() if self.busy else "",
+            idle=tr("{asked} · loads with the first photo"),
+        )
+        previous, self.state = self.state, state
+        self.device_chip.set_state(state.chip_kind, state.chip_text, state.chip_details)
+        if state.placement is not None:
+            self.device_chip.set_placement(state.placement, self.choice_model.choice().describe())
+        if previous is None or previous.banner != state.banner:
+            if self._state_banner is not None:
+                self._state_banner.dismiss()
+                self._state_banner = None
+            if state.banner is not None:
+                banner = self.banners.show_message(state.banner.message, state.banner.hint, state.banner.severity)
+                banner.closed.connect(lambda b=banner: self._forget_state_banner(b))
+                self._state_banner = banner
+        self._sync_result_to_state()
+
+    def _forget_state_banner(self, banner: Banner) -> None:
+        if self._state_banner is banner:
+            self._state_banner = None
+
+    def _current_key(self) -> tuple[DeviceChoice, str]:
+        return (self.choice_model.choice(), self.model_name)
+
+    def _on_choice_changed(self, *_: object) -> None:
+        self.refresh_state()
+
+    def _sync_result_to_state(self) -> None:
+        """A result belongs to the choice and model it ran with: a failure from another choice goes; a
+        success from another choice stays, labelled as such."""
+        if self._run_key is None or self.busy:
+            return
+        if self._run_key == self._current_key():
+            if self._stale_note:
+                self._stale_note = False
+                self.hint.hide()
+            return
+        shown = self.results.results[0] if self._total == 1 and self.results.results else None
+        if self._total == 1 and (shown is None or shown.error):
+            self._reset_result()
+            return
+        choice, _ = self._run_key
+        self._stale_note = True
+        self.hint.setText(
+            tr("Classified with {asked}; classify again to see the current choice.").format(asked=choice.describe())
+        )
+        self.hint.show()
+
+    def _reset_result(self) -> None:
+        self._run_key = None
+        self._stale_note = False
+        self.result_title.setText(tr("No photo yet"))
+        self.result_file.setText("")
+        self.hint.setText(tr("Open a photo, drop one here, or click a sample photo."))
+        self.hint.show()
+        self.bars.set_scores([])
+        self.placement_chip.clear()
+        self.latency.setText("")
+        self.drop_zone.show_placeholder()
+        self.drop_zone.caption.setText(
+            tr("Drop photos or a folder here, open them (Ctrl+O) or paste an image (Ctrl+V).")
+        )
+
     # --- inputs -------------------------------------------------------------------------------------
     def open_files(self) -> None:
-        filters = "Images (" + " ".join(f"*{s}" for s in sorted(IMAGE_SUFFIXES)) + ");;All files (*)"
-        paths, _ = QFileDialog.getOpenFileNames(self, "Open photos", self.last_open_dir, filters)
+        filters = tr("Images") + " (" + " ".join(f"*{s}" for s in sorted(IMAGE_SUFFIXES)) + ");;" + tr("All files (*)")
+        paths, _ = QFileDialog.getOpenFileNames(self, tr("Open photos"), self.last_open_dir, filters)
         if paths:
             self.last_open_dir = str(Path(paths[0]).parent)
             self.classify_paths(paths)
 
     def open_folder(self) -> None:
-        folder = QFileDialog.getExistingDirectory(self, "Classify every photo in a folder", self.last_open_dir)
+        folder = QFileDialog.getExistingDirectory(self, tr("Classify every photo in a folder"), self.last_open_dir)
         if folder:
             self.last_open_dir = folder
             self.classify_paths([folder])
@@ -409,7 +326,7 @@ class ClassifyView(QWidget):
         if mime is not None and mime.hasImage():
             image = QImage(mime.imageData())
             if not image.isNull():
-                self.classify_image(image, "Pasted image")
+                self.classify_image(image, tr("Pasted image"))
                 return
         if mime is not None and mime.hasUrls():
             local = [u.toLocalFile() for u in mime.urls() if u.isLocalFile()]
@@ -417,7 +334,7 @@ class ClassifyView(QWidget):
                 self.classify_paths(local)
                 return
         self.banners.show_message(
-            "The clipboard holds no image.", "Copy a photo (or an image file) first, then paste.", "warning"
+            tr("The clipboard holds no image."), tr("Copy a photo (or an image file) first, then paste."), "warning"
         )
 
     def classify_image(self, image: QImage, name: str) -> None:
@@ -426,7 +343,9 @@ class ClassifyView(QWidget):
         buffer = QBuffer()
         buffer.open(QIODevice.OpenModeFlag.WriteOnly)
         if not QImageWriter(buffer, QByteArray(b"PNG")).write(image):
-            self.banners.show_message("The pasted image could not be read.", "Copy it again, or save it as a file.")
+            self.banners.show_message(
+                tr("The pasted image could not be read."), tr("Copy it again, or save it as a file.")
+            )
             return
         data = bytes(buffer.data().data())
         self._begin(1)
@@ -434,31 +353,35 @@ class ClassifyView(QWidget):
         emit(self.classify_image_requested, data, name)
 
     def classify_paths(self, paths: Sequence[str]) -> None:
-        """Classify files and folders (the entry point for open, drop and tests)."""
+        """Classify files and folders (the entry point for open, drop, samples and tests)."""
         if self.busy:
-            self.banners.show_message("Still classifying.", "Wait for the current run to finish or cancel it.", "info")
+            self.banners.show_message(
+                tr("Still classifying."), tr("Wait for the current run to finish or cancel it."), "info"
+            )
             return
         files = expand_paths(paths)
         if not files:
             self.banners.show_message(
-                "No photos to classify.",
-                "Choose image files (JPEG, PNG, BMP, GIF, WebP, TIFF) or a folder that contains some.",
+                tr("No photos to classify."),
+                tr("Choose image files (JPEG, PNG, BMP, GIF, WebP, TIFF) or a folder that contains some."),
                 "warning",
             )
             return
         self._begin(len(files))
         self._preview_path = files[0]
         preview = load_preview(files[0])
+        caption = Path(files[0]).name if len(files) == 1 else tr("{n} photos").format(n=len(files))
         if not preview.isNull():
-            self.drop_zone.show_image(preview, Path(files[0]).name if len(files) == 1 else f"{len(files)} photos")
+            self.drop_zone.show_image(preview, caption)
         else:
             self.drop_zone.show_placeholder()
+            self.drop_zone.samples.hide()
             self.drop_zone.caption.setText(Path(files[0]).name)
         emit(self.classify_requested, files)
 
     def cancel(self) -> None:
         if self.busy:
-            self.status.setText("Cancelling…")
+            self._set_status(tr("Cancelling…"))
             emit(self.cancel_requested)
 
     # --- drag and drop ------------------------------------------------------------------------------
@@ -480,16 +403,43 @@ class ClassifyView(QWidget):
             self.classify_paths(local)
         elif mime.hasImage():
             event.acceptProposedAction()
-            self.classify_image(QImage(mime.imageData()), "Dropped image")
+            self.classify_image(QImage(mime.imageData()), tr("Dropped image"))
 
-    # --- slots wired to the vision host -------------------------------------------------------------
+    # --- slots wired to the app -----------------------------------------------------------------------
+    def set_model(self, name: str) -> None:
+        """The library model this view uses (shown in the picker; the state re-derives)."""
+        self.model_name = name
+        self.model_picker.set_current(name)
+        self.refresh_state()
+
+    def set_model_entries(self, entries: Sequence[Any]) -> None:
+        self.model_picker.set_entries(entries)
+
     def set_model_name(self, name: str) -> None:
-        self.model_label.setText(name)
+        self.set_model(name)
 
     def show_busy(self, text: str) -> None:
-        """Loading or compiling the model (status from the host)."""
-        self.spinner.start()
-        self.status.setText(text)
+        """Loading or compiling the model (status from the host; "" when the host's job is over)."""
+        was_loading, self._loading = self._loading, text
+        if text:
+            self.spinner.start()
+            self.status.setText(text)
+        elif not self.busy:
+            self.spinner.stop()
+            if was_loading and self.status.text() == was_loading:
+                self.status.setText("")
+        self.refresh_state()
+
+    def show_loaded(self, description: str = "", placement: Placement | None = None) -> None:
+        """The model is ready (after a load or compile) and runs where `placement` says."""
+        was_loading, self._loading = self._loading, ""
+        if placement is not None:
+            self._outcome = Outcome(self.choice_model.choice(), self.model_name, placement=placement)
+        if not self.busy:
+            self.spinner.stop()
+            if was_loading and self.status.text() == was_loading:
+                self.status.setText("")
+        self.refresh_state()
 
     def show_result(self, result: Classification) -> None:
         """Results arrive in bursts (a batch at a time); they are shown together, a few times a second
@@ -505,61 +455,91 @@ class ClassifyView(QWidget):
         if not self._pending:
             return
         pending, self._pending = self._pending, []
+        placement = next((r.placement for r in pending if r.placement is not None), None)
+        if placement is not None:
+            self._outcome = Outcome(self.choice_model.choice(), self.model_name, placement=placement)
         self.results.extend(pending)
         self._done = len(self.results.results)
         if self._total > 1:
             self.progress.setValue(self._done)
-            self.status.setText(f"{self._done} of {self._total}")
+            self._set_status(tr("Classifying {done} of {total}…").format(done=self._done, total=self._total))
         # The detail shows the photo in the preview (the first one of a batch).
         shown = next((r for r in pending if r.path == self._preview_path), None)
         if self._total == 1:
             self._show_detail(pending[0], update_preview=False)
         elif shown is not None:
             self._show_detail(shown, update_preview=False)
+        if placement is not None:
+            self.refresh_state()
 
     def show_progress(self, done: int, total: int) -> None:
         """Progress comes with each result (show_result); nothing more to draw."""
 
-    def show_finished(self) -> None:
+    def show_finished(self, summary: dict[str, Any] | None = None) -> None:
         self._apply_pending()
-        errors = [r for r in self.results.results if r.error]
-        self._end(f"{len(self.results.results)} classified" if self._total > 1 else "")
+        self._summary = summary
+        results = self.results.results
+        errors = [r for r in results if r.error]
+        if self._total > 1:
+            seconds = float(summary["seconds"]) if summary and "seconds" in summary else None
+            self.summary.setText(batch_summary(results, seconds, self._total))
+            done = len(results) - len(errors)
+            status = tr("{done} of {total} classified").format(done=done, total=self._total)
+        else:
+            status = ""
+        self._end(status)
         if errors and self._total > 1:
             self.banners.show_message(
-                f"{len(errors)} of {self._total} photos could not be read.",
-                "They are listed in the table with the reason.",
+                tr("{n} of {total} photos could not be classified.").format(n=len(errors), total=self._total),
+                tr("They are listed in the table with the reason."),
                 "warning",
             )
 
     def show_cancelled(self) -> None:
         self._apply_pending()
-        self._end(f"Cancelled after {self._done} of {self._total}")
+        self.summary.setText(batch_summary(self.results.results, None, self._total))
+        self._end(tr("Cancelled after {done} of {total}").format(done=self._done, total=self._total))
 
     def show_error(self, error: object) -> Banner:
+        """A failure of the run or the model. A bad input belongs to the result; anything else is the
+        device state's (it goes when the choice or model changes)."""
         self._apply_pending()
+        was_single = self._total == 1 and not self.results.results
+        self._loading = ""
         self._end("")
-        banner = self.banners.show_error(error)
-        if not self.results.results:
-            self.result_title.setText("Could not classify")
+        if isinstance(error, ImageError):
+            banner = self.banners.show_error(error)
+        else:
+            self._outcome = Outcome(self.choice_model.choice(), self.model_name, error=error)
+            self.state = None  # force the banner to be (re)shown even if the same error repeats
+            self.refresh_state()
+            banner = self._state_banner if self._state_banner is not None else self.banners.show_error(error)
+        if was_single or not self.results.results:
+            self._show_failure(self._preview_path)
         return banner
 
-    def show_loaded(self, description: str) -> None:
-        """The model is ready (after a load or compile); `description` names it and where it runs."""
-        if not self.busy:
-            self.spinner.stop()
-            self.status.setText("")
-        self.model_label.setText(description)
-
     # --- internals ----------------------------------------------------------------------------------
+    def _set_status(self, text: str) -> None:
+        self.status.setText(text)
+        emit(self.work_status, text if self.busy else "")
+
     def _begin(self, total: int) -> None:
         self.busy = True
         self._total = total
         self._done = 0
         self._pending = []
+        self._summary = None
+        self._run_key = self._current_key()
+        self._stale_note = False
+        if self._outcome is not None and self._outcome.error is not None:
+            self._outcome = None  # trying again: the old failure no longer stands
         self.results.clear()
+        self.results.asked = self.choice_model.choice().describe()
+        self.summary.setText("")
         self.banners.clear()
+        self._state_banner = None
+        self.state = None
         self.spinner.start()
-        self.status.setText("Classifying…")
         for button in (self.open_button, self.folder_button, self.paste_button):
             button.setEnabled(False)
         batch = total > 1
@@ -568,12 +548,15 @@ class ClassifyView(QWidget):
         self.cancel_button.setVisible(batch)
         self.progress.setMaximum(total)
         self.progress.setValue(0)
-        self.table_title.setText(f"Batch results ({total} photos)")
+        self.table_title.setText(tr("Batch results ({n} photos)").format(n=total))
+        self._set_status(tr("Classifying…") if total == 1 else tr("Classifying 0 of {n}…").format(n=total))
+        self.refresh_state()
 
     def _end(self, status: str) -> None:
         self.busy = False
         self.spinner.stop()
         self.status.setText(status)
+        emit(self.work_status, "")
         self.progress.hide()
         self.cancel_button.hide()
         for button in (self.open_button, self.folder_button, self.paste_button):
@@ -581,56 +564,83 @@ class ClassifyView(QWidget):
         single_error = self._total == 1 and self.results.results and self.results.results[0].error
         if single_error:
             result = self.results.results[0]
-            self.banners.show_message(f"Could not classify {Path(result.path).name}.", result.error, "error")
+            name = Path(result.path).name
+            self.banners.show_message(tr("Could not classify {name}.").format(name=name), result.error, "error")
+        self.refresh_state()
 
     def _row_clicked(self, index: QModelIndex) -> None:
         if 0 <= index.row() < len(self.results.results):
             self._show_detail(self.results.results[index.row()], update_preview=True)
 
+    def _show_failure(self, path: str) -> None:
+        """Nothing of an earlier photo stays next to the one that failed."""
+        self.result_title.setText(tr("Could not classify"))
+        self.result_file.setText(Path(path).name if path and path != "<bytes>" else "")
+        self.hint.hide()
+        self.bars.set_scores([])
+        self.placement_chip.clear()
+        self.latency.setText("")
+
     def _show_detail(self, result: Classification, update_preview: bool) -> None:
-        name = Path(result.path).name if result.path != "<bytes>" else "Pasted image"
+        name = Path(result.path).name if result.path != "<bytes>" else tr("Pasted image")
         if update_preview and result.path != "<bytes>":
             image = load_preview(result.path)
             if not image.isNull():
                 self.drop_zone.show_image(image, name)
         self.result_file.setText(name)
         if result.error:
-            self.result_title.setText("Could not classify")
-            self.bars.set_scores([])
+            self._show_failure(result.path)
             self.latency.setText(result.error)
-            self.placement_badge.hide()
             return
-        self.result_title.setText(result.top[0].label if result.top else "—")
-        self.bars.set_scores([(s.label, s.probability) for s in result.top])
-        self.latency.setText(f"Inference {result.latency_ms:.1f} ms · preprocessing {result.preprocess_ms:.1f} ms")
-        if result.placement is not None:
-            set_badge(self.placement_badge, placement_badge_kind(result.placement), result.placement.badge())
-            self.placement_badge.setToolTip(
-                f"Asked for: {result.placement.requested}\nActive providers: {', '.join(result.placement.active_eps)}"
+        top = result.top[0] if result.top else None
+        self.result_title.setText(top.label if top else "—")
+        if top is not None and top.probability < LOW_CONFIDENCE:
+            self.hint.setText(
+                tr(
+                    "Low confidence: the model is not sure. It knows 1,000 ImageNet classes; "
+                    "the photo may show none of them."
+                )
             )
-            self.placement_badge.show()
+            self.hint.show()
+        else:
+            self.hint.hide()
+        self.bars.set_scores([(s.label, s.probability) for s in result.top])
+        self.latency.setText(
+            tr("This photo {total:.1f} ms: inference {inf:.1f} ms · decode + preprocessing {pre:.1f} ms").format(
+                total=photo_ms(result), inf=result.latency_ms, pre=result.preprocess_ms
+            )
+        )
+        self.placement_chip.set_placement(result.placement, self.results.asked or None)
+
+    # --- model picker -------------------------------------------------------------------------------
+    def _on_model_picked(self, name: str) -> None:
+        emit(self.model_chosen, name)
 
     # --- export -------------------------------------------------------------------------------------
     def export_csv_dialog(self) -> None:
         if not self.results.results:
-            self.banners.show_message("Nothing to export yet.", "Classify some photos first.", "info")
+            self.banners.show_message(tr("Nothing to export yet."), tr("Classify some photos first."), "info")
             return
         path, _ = QFileDialog.getSaveFileName(
-            self, "Export results", str(Path(self.last_open_dir or Path.home()) / "classification.csv"), "CSV (*.csv)"
+            self,
+            tr("Export results"),
+            str(Path(self.last_open_dir or Path.home()) / "classification.csv"),
+            tr("CSV (*.csv)"),
         )
         if path:
             try:
                 self.export_csv(path)
             except OSError as exc:
-                self.banners.show_message(f"Could not write {path}.", str(exc), "error")
+                self.banners.show_message(tr("Could not write {path}.").format(path=path), str(exc), "error")
 
     def export_csv(self, path: str | os.PathLike[str]) -> None:
+        """Every photo with its own numbers: top-k, inference, decode + preprocessing, total, placement."""
         with open(path, "w", newline="", encoding="utf-8") as handle:
             writer = csv.writer(handle)
             header = ["path"]
             for rank in range(1, TOP_K + 1):
                 header += [f"label_{rank}", f"probability_{rank}"]
-            header += ["latency_ms", "preprocess_ms", "placement", "error"]
+            header += ["latency_ms", "preprocess_ms", "photo_ms", "placement", "error"]
             writer.writerow(header)
             for result in self.results.results:
                 row: list[object] = [result.path]
@@ -640,5 +650,11 @@ class ClassifyView(QWidget):
                     else:
                         row += ["", ""]
                 placement = result.placement.badge() if result.placement else ""
-                row += [f"{result.latency_ms:.3f}", f"{result.preprocess_ms:.3f}", placement, result.error]
+                row += [
+                    f"{result.latency_ms:.3f}",
+                    f"{result.preprocess_ms:.3f}",
+                    f"{photo_ms(result):.3f}",
+                    placement,
+                    result.error,
+                ]
                 writer.writerow(row)

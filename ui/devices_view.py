@@ -3,7 +3,6 @@ is usable (and why not); plus the device picker shared by Classify and Chat."""
 
 from __future__ import annotations
 
-import html
 from collections.abc import Mapping, Sequence
 
 from PySide6.QtCore import Qt, Signal
@@ -18,6 +17,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engines.text import rich_text
 from engines.types import Device, DeviceType
 from ui.device_picker import DeviceChoiceModel, DevicePicker
 from ui.icons import icon, pixmap
@@ -75,7 +75,7 @@ class DeviceCard(Card):
         grid.setColumnStretch(1, 1)
         self.body.addLayout(grid)
         if not device.usable and device.reason:
-            reason = QLabel(f"<b>Why not:</b> {html.escape(device.reason)}")
+            reason = QLabel(f"<b>Why not:</b> {rich_text(device.reason)}")
             reason.setWordWrap(True)
             reason.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             self.body.addWidget(reason)
@@ -207,7 +207,7 @@ class DevicesView(QWidget):
             "ONNX Runtime reports no neural processing unit and no NPU execution provider in this build."
         ]
         for reason in reasons:
-            label = QLabel(html.escape(reason))
+            label = QLabel(rich_text(reason))
             label.setWordWrap(True)
             label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             texts.addWidget(label)

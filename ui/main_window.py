@@ -184,10 +184,9 @@ class MainWindow(QMainWindow):
     # --- status -----------------------------------------------------------------------------------
     def set_status(self, source: str, text: str) -> None:
         """Background work per source (devices, vision, chat); the spinner runs while any is busy."""
+        self._status.pop(source, None)  # the latest news is shown: an update moves its source last
         if text:
             self._status[source] = text
-        else:
-            self._status.pop(source, None)
         if self._status:
             self.status_label.setText(list(self._status.values())[-1])
             self.status_spinner.start()

@@ -3,7 +3,6 @@ the catalog of downloadable models (nothing is downloaded unless the user allows
 
 from __future__ import annotations
 
-import html
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ from PySide6.QtWidgets import (
 )
 
 from engines.models.library import format_bytes
+from engines.text import rich_text
 from ui.icons import icon
 from ui.widgets import MARGIN, SPACING, BannerArea, Card, Spinner, ViewHeader, muted_label
 
@@ -165,11 +165,13 @@ class ModelsView(QWidget):
     download_requested = Signal(str)
     cancel_requested = Signal()
     allow_downloads_changed = Signal(bool)
+    use_requested = Signal(str, str)  # kind (image-classifier | genai-llm), model name
 
     def __init__(self, downloads_allowed: bool = False, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.snapshot: Any = None
         self.busy = False
+        self.in_use: set[str] = set()  # the models Classify and Chat use now
         self.last_dir = ""
         # Seams for tests: how the view asks for paths and confirmations (dialogs by default).
         self.confirm: Callable[[str, str], bool] = self._confirm_dialog
@@ -226,6 +228,11 @@ class ModelsView(QWidget):
         self.details = muted_label()
         self.details.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         actions.addWidget(self.details, 1)
+        self.use_button = QPushButton(icon("check"), "Use in Classify")
+        self.use_button.setObjectName("Primary")
+        self.use_button.setToolTip("Make the selected model the one its view uses (remembered)")
+        self.use_button.clicked.connect(self._use)
+        actions.addWidget(self.use_button, 0, Qt.AlignmentFlag.AlignTop)
         self.verify_button = QPushButton(icon("check"), "Verify")
         self.verify_button.setToolTip("Re-hash every file and compare with the manifest")
         self.verify_button.clicked.connect(self._verify)
@@ -410,13 +417,13 @@ class ModelsView(QWidget):
             self.details.setText("Select a model to see where it lives and whether it fits in memory.")
         else:
             fit = self.snapshot.fits.get(str(entry.folder)) if self.snapshot else None
-            lines = [f"<b>{html.escape(entry.display_name)}</b> — {html.escape(str(entry.folder))}"]
+            lines = [f"<b>{rich_text(entry.display_name)}</b> — {rich_text(str(entry.folder))}"]
             if entry.source:
-                lines.append(f"Source: {html.escape(entry.source)}")
+                lines.append(f"Source: {rich_text(entry.source)}")
             if fit is not None:
-                lines.append(html.escape(fit.message()))
+                lines.append(rich_text(fit.message()))
             if entry.problem:
-                lines.append(f"<b>Problem:</b> {html.escape(entry.problem)}")
+                lines.append(f"<b>Problem:</b> {rich_text(entry.problem)}")
             self.details.setText("<br>".join(lines))
         self._update_buttons()
 
@@ -424,6 +431,13 @@ class ModelsView(QWidget):
         entry = self.selected_entry()
         idle = not self.busy
         self.verify_button.setEnabled(idle and entry is not None)
+        chat = entry is not None and entry.kind == "genai-llm"
+        self.use_button.setText("Use in Chat" if chat else "Use in Classify")
+        self.use_button.setEnabled(entry is not None and entry.usable and entry.name not in self.in_use)
+        if entry is not None and entry.name in self.in_use:
+            self.use_button.setToolTip("This model is already in use")
+        else:
+            self.use_button.setToolTip("Make the selected model the one its view uses (remembered)")
         self.remove_button.setEnabled(idle and entry is not None and not entry.bundled)
         self.remove_button.setToolTip(
             "Bundled demo models are read-only" if entry is not None and entry.bundled else "Delete from your library")
@@ -438,12 +452,20 @@ class ModelsView(QWidget):
             entry_info = next((e for e in self.snapshot.catalog if e.id == catalog_id), None)
         if entry_info is not None:
             self.catalog_details.setText(
-                f"{html.escape(entry_info.publisher)} · {html.escape(entry_info.parameters)} parameters · "
-                f"{html.escape(entry_info.notes)}")
+                f"{rich_text(entry_info.publisher)} · {rich_text(entry_info.parameters)} parameters · "
+                f"{rich_text(entry_info.notes)}")
         else:
             self.catalog_details.setText("Select a model to download it into your library (verified, resumable).")
 
+    def set_in_use(self, names: set[str]) -> None:
+        self.in_use = set(names)
+        self._update_buttons()
+
     # --- actions -----------------------------------------------------------------------------------
+    def _use(self) -> None:
+        entry = self.selected_entry()
+        if entry is not None and entry.usable:
+            self.use_requested.emit(entry.kind, entry.name)
     def _allow_toggled(self, allowed: bool) -> None:
         self._update_buttons()
         self.allow_downloads_changed.emit(allowed)

@@ -8,7 +8,6 @@ cache and diagnostics results come from the settings host. What the user changes
 
 from __future__ import annotations
 
-import html
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -43,6 +42,7 @@ from PySide6.QtWidgets import (
 from app.qtcompat import emit
 from engines.errors import StudioError
 from engines.models.library import format_bytes
+from engines.text import rich_text
 from engines.types import DeviceType, short_ep_name
 from ui.device_picker import DeviceChoiceModel, DevicePicker
 from ui.icons import icon
@@ -584,7 +584,7 @@ class SettingsView(QWidget):
         self._diagnostics_idle()
         self.last_export = result.path
         checks = f"checks: {result.summary}" if result.summary else "no checks ran"
-        text = f"Saved <b>{html.escape(result.path)}</b> ({html.escape(checks)}, {result.seconds:.1f} s)."
+        text = f"Saved <b>{rich_text(result.path)}</b> ({rich_text(checks)}, {result.seconds:.1f} s)."
         if result.failed_checks:
             text += " Some checks failed: the report in the zip says which and why."
         self.diagnostics_label.setText(text)

@@ -6,7 +6,6 @@ update costs the length of that answer, not of the conversation.
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass, replace
 
 from PySide6.QtCore import QUrl, Signal
@@ -17,6 +16,7 @@ from PySide6.QtGui import (
     QTextBlockFormat,
     QTextCharFormat,
     QTextCursor,
+    QTextDocument,
     QTextFormat,
     QTextFrame,
     QTextFrameFormat,
@@ -24,9 +24,13 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
 from app.qtcompat import emit
+from engines.text import printable, rich_text
 from ui.theme import colors
 
 ACTION_SCHEME = "npu-action"
+# A model's answer is Markdown, never HTML: raw HTML in it (an <img src="file:..."> that the browser
+# would load, a <span> that hides text) is shown as text.
+MARKDOWN = QTextDocument.MarkdownFeature.MarkdownDialectGitHub | QTextDocument.MarkdownFeature.MarkdownNoHTML
 
 
 @dataclass(frozen=True)
@@ -137,7 +141,7 @@ class Transcript(QTextBrowser):
         boundary = committable(entry.text)
         if boundary > stream.committed:
             start = cursor.position()
-            cursor.insertMarkdown(entry.text[stream.committed : boundary])
+            cursor.insertMarkdown(printable(entry.text[stream.committed : boundary]), MARKDOWN)
             self._shade_code(start, cursor.position())
             cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
             stream.tail, stream.committed = cursor.position(), boundary
@@ -162,7 +166,7 @@ class Transcript(QTextBrowser):
     def _insert_tail(self, cursor: QTextCursor, text: str, frame: QTextFrame) -> None:
         start = cursor.position()
         if text:
-            cursor.insertMarkdown(text)
+            cursor.insertMarkdown(printable(text), MARKDOWN)
         else:
             muted = QTextCharFormat()
             muted.setForeground(QColor(colors().muted))
@@ -211,7 +215,7 @@ class Transcript(QTextBrowser):
         if entry.meta:
             muted = QTextCharFormat()
             muted.setForeground(QColor(c.muted))
-            cursor.insertText(f"  ·  {entry.meta}", muted)
+            cursor.insertText(f"  ·  {printable(entry.meta)}", muted)
         body_start = cursor.position()
         cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
         text = entry.text
@@ -226,9 +230,9 @@ class Transcript(QTextBrowser):
                 self._insert_tail(cursor, text, frame)
             return
         if entry.role == "user":
-            cursor.insertText(text, QTextCharFormat())  # a user's message is shown as typed
+            cursor.insertText(printable(text), QTextCharFormat())  # a user's message is shown as typed
         else:
-            cursor.insertMarkdown(text or "*(no answer)*")
+            cursor.insertMarkdown(printable(text) or "*(no answer)*", MARKDOWN)
         self._shade_code(body_start, frame.lastPosition())
         footer = self._footer_html(entry)
         if footer:
@@ -265,7 +269,7 @@ class Transcript(QTextBrowser):
         elif entry.state == "error":
             parts.append(f'<span style="color:{c.error}; font-weight:600">Failed</span>')
         if entry.footer:
-            parts.append(f'<span style="color:{c.muted}">{html.escape(entry.footer)}</span>')
+            parts.append(f'<span style="color:{c.muted}">{rich_text(entry.footer)}</span>')
         if entry.state != "streaming":
             labels = {"copy": "Copy", "edit": "Edit", "regenerate": "Regenerate"}
             for action in entry.actions:

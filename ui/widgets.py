@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 from collections.abc import Callable
 
 from PySide6.QtCore import QRectF, Qt, QTimer, Signal
@@ -20,6 +19,7 @@ from PySide6.QtWidgets import (
 
 from app.qtcompat import emit
 from engines.errors import StudioError
+from engines.text import rich_text
 from ui.icons import icon, pixmap
 from ui.theme import colors
 
@@ -79,9 +79,9 @@ class Banner(QFrame):
         glyph.setPixmap(pixmap({"error": "error", "warning": "warning"}.get(severity, "info"), 20, tint))
         glyph.setAlignment(Qt.AlignmentFlag.AlignTop)
         layout.addWidget(glyph)
-        text = f"<b>{html.escape(message)}</b>"
+        text = f"<b>{rich_text(message)}</b>"
         if hint:
-            text += f"<br>{html.escape(hint)}"
+            text += f"<br>{rich_text(hint)}"
         self.label = QLabel(text)
         self.label.setWordWrap(True)
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -208,25 +208,29 @@ class Spinner(QWidget):
 
 
 class ViewHeader(QWidget):
-    """Title, one-line description, and room for controls on the right."""
+    """Title and controls on one row, the description below across the whole width (it wraps rather
+    than squeezing the controls or being cut)."""
 
     def __init__(self, title: str, subtitle: str = "", parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        layout = QHBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.setSpacing(SPACING)
-        texts = QVBoxLayout()
+        texts = QVBoxLayout(self)
+        texts.setContentsMargins(0, 0, 0, 0)
         texts.setSpacing(2)
+        row = QHBoxLayout()
+        row.setSpacing(SPACING)
         self.title = QLabel(title)
         self.title.setObjectName("ViewTitle")
-        texts.addWidget(self.title)
-        self.subtitle = muted_label(subtitle)
-        texts.addWidget(self.subtitle)
-        layout.addLayout(texts, 1)
+        self.title.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
+        row.addWidget(self.title)
+        row.addStretch(1)
         self.controls = QHBoxLayout()
         self.controls.setSpacing(8)
         self.controls.setAlignment(Qt.AlignmentFlag.AlignVCenter)
-        layout.addLayout(self.controls)
+        row.addLayout(self.controls)
+        texts.addLayout(row)
+        self.subtitle = muted_label(subtitle)
+        self.subtitle.setVisible(bool(subtitle))
+        texts.addWidget(self.subtitle)
 
 
 class EmptyState(QWidget):

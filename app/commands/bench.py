@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from app.terminal import write_raw
+
 if TYPE_CHECKING:
     from engines.bench.data import BenchProgress, BenchRun, DeviceResult
 
@@ -83,13 +85,14 @@ class ProgressBar:
         filled = round(BAR_WIDTH * progress.fraction)
         bar = "#" * filled + "-" * (BAR_WIDTH - filled)
         line = f"[{bar}] {progress.fraction * 100:3.0f}%  {progress.text}"
-        self.stream.write("\r" + line[:110].ljust(110))
+        write_raw(self.stream, "\r")  # the redraw is ours; the line itself is escaped like any text
+        self.stream.write(line[:110].ljust(110))
         self.stream.flush()
         self._drawn = True
 
     def close(self) -> None:
         if self._drawn:
-            self.stream.write("\r" + " " * 110 + "\r")
+            write_raw(self.stream, "\r" + " " * 110 + "\r")
             self.stream.flush()
             self._drawn = False
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from app import paths
+from app.terminal import write_raw
 
 
 def register(sub: Any) -> None:
@@ -168,7 +169,9 @@ class _Progress:
         self.last = now
         percent = f"{100 * done / total:5.1f}%" if total else ""
         line = f"{self.what}: {percent} {_mb(done)} of {_mb(total)} {detail}".rstrip()
-        print(("\r" + line.ljust(79)) if self.tty else line, end="" if self.tty else "\n", file=sys.stderr, flush=True)
+        if self.tty:
+            write_raw(sys.stderr, "\r")  # the redraw is ours; the line itself is escaped like any text
+        print(line.ljust(79) if self.tty else line, end="" if self.tty else "\n", file=sys.stderr, flush=True)
         self.shown = True
 
     def finish(self) -> None:

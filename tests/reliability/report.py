@@ -32,6 +32,19 @@ CATEGORIES: dict[str, str] = {
         "Failures while work is running: devices lost mid-run, generator errors mid-answer, cancel "
         "storms, the window closed during every kind of work, the model switched during an answer."
     ),
+    "Wrong results": (
+        "Models that run but whose answers would be wrong: an output without a batch axis, more or fewer "
+        "classes than labels, NaN or infinite scores, 'probabilities' that are not, preprocessing that "
+        "divides by zero. Refused with the reason (`classify --model` and `models import` alike), never "
+        "printed as a result."
+    ),
+    "Terminal output and file names": (
+        "Text that comes from a model folder, a photo's name or the model's answer, with control "
+        "characters, escape sequences (clear screen, window title, OSC 52 clipboard write), bidi "
+        "overrides or bytes that are not UTF-8: shown as visible escapes in text mode and in the app, "
+        "valid whole JSON in `--json` mode."
+    ),
+    "Options": "Command-line options out of range or malformed: refused with the option named, before any work.",
     "Soak": "Long runs in one process: memory, threads and file handles after warm-up.",
 }
 PASS, FAIL = "pass", "FAIL"

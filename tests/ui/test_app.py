@@ -78,8 +78,8 @@ def test_classify_end_to_end_on_a_real_photo(make_studio: Any, qtbot: Any, demo_
     scores = view.bars.scores()
     assert len(scores) == 5 and scores[0][1].endswith("%")
     assert any(word in view.result_title.text() for word in ("cat", "tabby"))
-    assert view.placement_badge.text().startswith("CPU — all ") and view.placement_badge.property("badge") == "ok"
-    assert "Inference" in view.latency.text() and " ms" in view.latency.text()
+    assert view.placement_chip.text().startswith("CPU · ") and view.placement_chip.kind == "ok"
+    assert "inference" in view.latency.text() and " ms" in view.latency.text()
     assert view.drop_zone.has_image()
 
 

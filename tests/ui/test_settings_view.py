@@ -66,6 +66,7 @@ def add_compiled_model(cache: CompiledModelCache, tmp_path: Path, name: str, siz
         driver_version="30.0.140.1000",
         options=(("htp_graph_finalization_optimization_mode", "3"),),
     )
+
     def compile_into(target: Path) -> None:
         target.write_bytes(b"\0" * size)
 
@@ -208,8 +209,9 @@ def test_compiled_models_are_listed_removed_and_cleared_in_the_worker(
     row = next(r for r in range(3) if table.item(r, 0).text() == "efficientnet-lite0.onnx")
     table.selectRow(row)
     assert view.selected_digests() == [first] and view.remove_button.isEnabled()
-    with qtbot.waitSignals([studio.settings_host.cache_removed, studio.settings_host.cache_listed],
-                           order="strict", timeout=TIMEOUT):
+    with qtbot.waitSignals(
+        [studio.settings_host.cache_removed, studio.settings_host.cache_listed], order="strict", timeout=TIMEOUT
+    ):
         view.remove_button.click()
     assert not (cache.root / first).exists()
     assert sorted(table.item(r, 0).text() for r in range(table.rowCount())) == ["mobilenet.onnx", "resnet50.onnx"]
@@ -221,8 +223,9 @@ def test_compiled_models_are_listed_removed_and_cleared_in_the_worker(
     assert declined and len(folders(cache)) == 2  # nothing happens without a yes
 
     view.confirm = lambda _title, _text: True
-    with qtbot.waitSignals([studio.settings_host.cache_removed, studio.settings_host.cache_listed],
-                           order="strict", timeout=TIMEOUT):
+    with qtbot.waitSignals(
+        [studio.settings_host.cache_removed, studio.settings_host.cache_listed], order="strict", timeout=TIMEOUT
+    ):
         view.clear_button.click()
     assert folders(cache) == [] and view.cache_stack.currentIndex() == 1
     assert any(m.startswith("Removed 2 compiled models") for m in view.banners.messages())
