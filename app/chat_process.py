@@ -274,7 +274,7 @@ def serve(conn: Any, cancel_event: Any) -> None:
     root.setLevel(logging.INFO)
     from app import model_trials
 
-    model_trials.configure()
+    model_trials.configure(in_child=True)
     session = ChatSession()
     token = _EventToken(cancel_event)
     while True:

@@ -170,8 +170,8 @@ def ensure_tried(
     with _lock:
         enabled = _state["enabled"] and os.environ.get("NPU_STUDIO_MODEL_TRIAL") != "0"
         verdicts = _state["verdicts"]
-    if not enabled or _trusted(root) or _faked():
-        return
+    if not enabled or _trusted(root) or _faked() or multiprocessing.current_process().daemon:
+        return  # (a daemon process, such as the app's chat engine, cannot start a child)
     key = content_key(root, kind)
     with _lock:
         if key in _passed:
