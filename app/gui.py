@@ -54,9 +54,14 @@ SAVE_DELAY_MS = 500
 
 
 def model_folder(name: str) -> Path:
-    """A model folder by name: the user's models first, then the bundled demo models."""
-    user = paths.user_models_dir() / name
-    return user if user.is_dir() else paths.bundled_models_dir() / name
+    """A model folder by name: the user's models first, then the bundled demo models (the one library
+    lookup the CLI uses); a folder that does not exist when the model is not installed."""
+    from engines.models.lookup import locate_model
+
+    try:
+        return locate_model(name, paths.model_roots()).folder
+    except ModelError:
+        return paths.bundled_models_dir() / name
 
 
 def missing_model_error(name: str, kind: str) -> ModelError:
@@ -111,6 +116,8 @@ class Studio(QObject):
         self.chat_view = ChatView(
             self.store, self.choice_model, self.settings.system_prompt, dict(self.settings.chat_options)
         )
+        self.chat_view.set_enter_sends(self.settings.chat_enter_sends)
+        self.chat_view.reopen(self.settings.last_conversation)
         self.window.add_view("devices", "Devices", "devices", self.devices_view)
         self.window.add_view("classify", "Classify", "classify", self.classify_view)
         self.window.add_view("chat", "Chat", "chat", self.chat_view)
@@ -204,6 +211,10 @@ class Studio(QObject):
         ch.stop_requested.connect(self.chat.cancel)
         ch.forget_requested.connect(self.chat.forget)
         ch.settings_changed.connect(self._on_chat_settings)
+        ch.enter_sends_changed.connect(self._on_chat_enter_sends)
+        ch.count_requested.connect(self.chat.count_tokens)
+        self.chat.tokens_counted.connect(ch.on_tokens_counted)
+        ch.conversation_changed.connect(self._on_chat_conversation)
         self.chat.status.connect(lambda t: w.set_status("chat", t))
         self.chat.status.connect(lambda t: ch.show_model_loading(t) if t else None)
         self.chat.model_loaded.connect(ch.on_model_loaded)
@@ -418,6 +429,15 @@ class Studio(QObject):
         self.settings.system_prompt = prompt
         self.settings.chat_options = dict(options)
         self.schedule_save()
+
+    def _on_chat_enter_sends(self, enter_sends: bool) -> None:
+        self.settings.chat_enter_sends = enter_sends
+        self.schedule_save()
+
+    def _on_chat_conversation(self, conversation_id: int) -> None:
+        if conversation_id != self.settings.last_conversation:
+            self.settings.last_conversation = conversation_id
+            self.schedule_save()
 
     def _on_allow_downloads(self, allowed: bool) -> None:
         changed = allowed != self.settings.allow_downloads

@@ -216,48 +216,39 @@ class VisionWorker(Worker):
 
     def __init__(self, classifier_factory: Callable[[Path, DeviceChoice], Any] | None = None) -> None:
         super().__init__()
-        self._factory = classifier_factory
-        self._classifiers: dict[tuple[str, DeviceChoice], Any] = {}  # one session per model x device choice
+        self._factory = classifier_factory  # tests: a fake engine per device choice
+        self._classifiers: dict[tuple[str, DeviceChoice], Any] = {}  # one per model x device choice
 
     def _classifier(self, folder: str, choice: DeviceChoice) -> Any:
+        """The model opened on `choice` through engines.open_classifier, exactly as the CLI opens it: the
+        QDQ variant on a usable NPU, the compiled-model cache, verification and the one fallback path."""
         key = (str(Path(folder).resolve()), choice)
         classifier = self._classifiers.get(key)
         if classifier is None:
             emit(self.status, loading_text(Path(folder).name, choice))
             started = time.perf_counter()
-            if self._factory is not None:
-                classifier = self._factory(Path(folder), choice)
-            else:
-                from engines.vision.classifier import ImageClassifier
-
-                classifier = ImageClassifier.from_folder(folder, choice)
+            classifier = self._open(Path(folder), choice)
             self._classifiers[key] = classifier
             log.info("classifier %s ready on %s in %.2f s", folder, choice.describe(), time.perf_counter() - started)
             emit(self.model_loaded, self._describe(classifier, folder), classifier.placement)
         return classifier
 
-    def _device_failure(self, exc: Exception, classifier: Any, choice: DeviceChoice) -> Exception:
-        """A device that fails mid-run is marked unusable for the rest of the run, its sessions are
-        dropped, and the error carries an offer of where to retry. Other failures pass unchanged."""
-        from engines.errors import DeviceUnavailableError, SessionCreationError, StudioError
-        from engines.runtime.devices import discover
-        from engines.runtime.failures import diagnose
-        from engines.runtime.fallback import HEALTH, DeviceFailedError, FallbackOffer, alternatives
-        from engines.types import CPU_EP
+    def _open(self, folder: Path, choice: DeviceChoice) -> Any:
+        import engines
+        from app import paths
+        from engines.api import classifier_over
+        from engines.models.lookup import locate_model
 
-        ep = str(getattr(getattr(classifier, "placement", None), "primary_ep", "") or "")
-        if isinstance(exc, StudioError) and not isinstance(exc, DeviceUnavailableError | SessionCreationError):
-            return exc
-        found = diagnose(exc, ep)
-        device_failed = found.device_lost or isinstance(found.error, DeviceUnavailableError | SessionCreationError)
-        if not ep or ep == CPU_EP or not device_failed:
-            return found.error
-        HEALTH.mark_failed(ep, found.error)
-        for key, cached in list(self._classifiers.items()):
-            if getattr(cached.placement, "primary_ep", "") == ep:
-                del self._classifiers[key]
-        options = alternatives(discover(), HEALTH, {ep}, choice.strict)
-        return DeviceFailedError(FallbackOffer(choice, ep, found.error, found.code, options))
+        if self._factory is not None:
+            factory = self._factory
+            return classifier_over(lambda where: factory(folder, where), choice, locate_model(folder))
+        return engines.open_classifier(
+            folder,
+            choice,
+            cache=paths.compiled_cache_dir(),
+            on_progress=lambda text: emit(self.status, text),
+            library=paths.model_roots(),
+        )
 
     @staticmethod
     def _describe(classifier: Any, folder: str) -> str:
@@ -292,8 +283,6 @@ class VisionWorker(Worker):
             except CancelledError:
                 emit(self.cancelled, done)
                 return
-            except Exception as exc:
-                raise self._device_failure(exc, classifier, choice) from exc
             emit(
                 self.finished,
                 {
@@ -311,10 +300,7 @@ class VisionWorker(Worker):
             classifier = self._classifier(folder, choice)
             emit(self.started, 1)
             started = time.perf_counter()
-            try:
-                result = classifier.classify(data, k=k)
-            except Exception as exc:
-                raise self._device_failure(exc, classifier, choice) from exc
+            result = classifier.classify(data, k=k)
             emit(self.classified, result)
             emit(self.progress, 1, 1)
             emit(self.finished, {"count": 1, "errors": 0, "seconds": time.perf_counter() - started, "name": name})
@@ -374,6 +360,7 @@ class ChatWorker(Worker):
     text_generated = Signal(str)  # coalesced pieces of the answer
     generation_finished = Signal(object)  # GenerationStats.as_dict() + model identity and final text
     cancelled = Signal(object)  # same as finished, stop_reason "cancelled"
+    tokens_counted = Signal(str, int)  # a draft and its token count with the loaded model's tokenizer
 
     def __init__(self, loader: Callable[[Path, DeviceChoice], Any] | None = None) -> None:
         super().__init__()
@@ -431,7 +418,7 @@ class ChatWorker(Worker):
         overrides: dict[str, Any],
         cancel: CancelToken,
     ) -> None:
-        """kind: send | regenerate | edit."""
+        """kind: send | regenerate | edit | continue."""
 
         def job() -> None:
             if self._session is not None:
@@ -452,6 +439,25 @@ class ChatWorker(Worker):
             emit(self.cancelled if data.get("stop_reason") == "cancelled" else self.generation_finished, data)
 
         self.run_job("chat generation", job)
+
+    @Slot(str)
+    def count(self, text: str) -> None:
+        """Count a draft's tokens. Best effort: no model, or a failure, gives no count (the view keeps
+        its estimate), never an error banner."""
+        if self.closing.is_set():
+            return
+        try:
+            if self._session is not None:
+                tokens = self._session.count_tokens(text)
+            elif self._process is not None and self._process.alive:
+                tokens = self._remote(("count", text))
+            else:
+                tokens = None
+        except Exception as exc:  # a count is a hint; the send path reports real problems
+            log.debug("token count failed: %s", exc)
+            return
+        if isinstance(tokens, int):
+            emit(self.tokens_counted, text, tokens)
 
     @Slot(int)
     def forget(self, conversation_id: int) -> None:
@@ -478,10 +484,19 @@ class ChatHost(Host):
     text_generated = Signal(str)
     generation_finished = Signal(object)
     cancelled = Signal(object)
-    RELAYED = ("model_loaded", "generation_started", "text_generated", "generation_finished", "cancelled")
+    tokens_counted = Signal(str, int)
+    RELAYED = (
+        "model_loaded",
+        "generation_started",
+        "text_generated",
+        "generation_finished",
+        "cancelled",
+        "tokens_counted",
+    )
     _load = Signal(str, object)
     _generate = Signal(str, int, str, object, str, object, object)
     _forget = Signal(int)
+    _count = Signal(str)
 
     def __init__(
         self, loader: Callable[[Path, DeviceChoice], Any] | None = None, parent: QObject | None = None
@@ -492,6 +507,7 @@ class ChatHost(Host):
         self._load.connect(w.load)
         self._generate.connect(w.generate)
         self._forget.connect(w.forget)
+        self._count.connect(w.count)
 
     def load(self, folder: str | Path, choice: DeviceChoice) -> None:
         self.start()
@@ -522,3 +538,8 @@ class ChatHost(Host):
     def forget(self, conversation_id: int) -> None:
         if self.qthread.isRunning():
             emit(self._forget, conversation_id)
+
+    def count_tokens(self, text: str) -> None:
+        """Count a draft with the loaded model's tokenizer (answered by `tokens_counted`)."""
+        if self.qthread.isRunning():
+            emit(self._count, text)

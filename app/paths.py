@@ -92,3 +92,7 @@ def user_models_dir() -> Path:
 def compiled_cache_dir() -> Path:
     return _made(cache_dir() / "compiled")
 
+
+def model_roots() -> list[Path]:
+    """Where models are found by name: the user's library first, then the bundled models."""
+    return [user_models_dir(), bundled_models_dir()]

@@ -48,6 +48,8 @@ PACKAGES = (
     "onnxruntime-genai",
     "onnxruntime-genai-directml",
     "onnxruntime-genai-winml",
+    "windowsml",
+    "onnxruntime-ep-openvino",
     "numpy",
     "pillow",
     "PySide6-Essentials",
@@ -160,9 +162,35 @@ class DoctorReport:
                 f"Compiled-model cache: {len(cached['entries'])} entries, {cached['bytes'] / 1e6:.1f} MB "
                 f"({cached['folder']})"
             )
+        builds = v.get("onnxruntime_distributions", [])
+        if len(builds) > 1:
+            lines.append(
+                f"PROBLEM: {len(builds)} ONNX Runtime builds are installed ({', '.join(builds)}); they overwrite "
+                "each other's files. Reinstall NPU Studio."
+            )
+        cat = self.discovery.catalog
+        if cat.available:
+            offered = ", ".join(f"{p.name} {p.version} ({p.state.value})" for p in cat.providers) or "none"
+            lines.append(f"Windows ML catalog (windowsml {cat.version}, Windows build {cat.windows_build}): {offered}")
+            if cat.reason:
+                lines.append(f"  {cat.reason}")
+        else:
+            lines.append(f"Windows ML catalog: not used. {cat.reason}")
         for plugin in self.discovery.plugins:
-            state = "registered" if plugin.registered else ("failed to load" if plugin.installed else "not installed")
-            lines.append(f"Plugin EP {plugin.package}: {state}" + (f" ({plugin.error})" if plugin.error else ""))
+            if plugin.registered:
+                state = "registered"
+            elif plugin.error:
+                state = "failed to load"
+            elif plugin.source == "Windows ML catalog":
+                state = plugin.state or "not registered"
+            else:
+                state = "installed, not used" if plugin.installed else "not installed"
+            version = f" {plugin.version}" if plugin.version else ""
+            detail = plugin.error or plugin.note
+            lines.append(
+                f"Plugin EP {short_ep_name(plugin.ep)}{version} from {plugin.package}: {state}"
+                + (f" ({detail})" if detail else "")
+            )
         lines += ["", "Devices:"]
         for d in self.discovery.devices:
             mark = "✔" if d.usable else "✘"
@@ -171,6 +199,8 @@ class DoctorReport:
                 extra.append(f"EP {d.ep_version}")
             if d.driver_version:
                 extra.append(f"driver {d.driver_version}")
+            if d.source:
+                extra.insert(0, d.source)
             lines.append(f"  {mark} {d.type.value:<3} {d.title()}" + (f" — {', '.join(extra)}" if extra else ""))
             if not d.usable:
                 lines.append(f"        unavailable: {d.reason}")
@@ -195,6 +225,17 @@ def _package_version(name: str) -> str:
         return ""
 
 
+# Distributions that each install a whole ONNX Runtime as the `onnxruntime` package.
+ORT_DISTRIBUTIONS = (
+    "onnxruntime", "onnxruntime-windowsml", "onnxruntime-directml", "onnxruntime-gpu", "onnxruntime-openvino",
+)
+
+
+def ort_distributions() -> list[str]:
+    """The installed distributions that write `onnxruntime/` (exactly one in a sound install)."""
+    return [f"{name} {version}" for name in ORT_DISTRIBUTIONS if (version := _package_version(name))]
+
+
 def collect_versions(report: DiscoveryReport) -> dict[str, Any]:
     ort = runtime.ort()
     build = ""
@@ -211,6 +252,8 @@ def collect_versions(report: DiscoveryReport) -> dict[str, Any]:
         "onnxruntime": runtime.version(),
         "onnxruntime_build": build,
         "packages": {name: _package_version(name) for name in PACKAGES},
+        "onnxruntime_distributions": ort_distributions(),
+        "windows_ml": report.catalog.as_dict(),
         "qnn_sdk": qnn_sdk_version(runtime.qnn_plugin()),
         "drivers": {
             f"{d.type.value} {d.ep}": d.driver_version for d in report.devices if d.driver_version
@@ -269,19 +312,16 @@ def strict_probe(ep: str, cache: CompiledModelCache | None, workdir: Path) -> St
 def classifier_check(
     folder: Path, ep: str, samples: Sequence[Path], cache: CompiledModelCache | None, runs: int = 20
 ) -> Step:
-    """The demo classifier on `ep` (its QDQ variant for the NPU when there is one): first and cached
-    session creation, warm-up, median latency, and top-1 on the sample photos."""
-    from engines.models.variants import resolve_variant
-    from engines.runtime.sessions import SessionSettings, create_session
-    from engines.vision.classifier import ClassifierSpec, ImageClassifier
+    """The demo classifier on `ep` (its QDQ variant for the NPU when there is one), opened through the
+    public API as every caller opens it (the safety check comes first): first and cached session
+    creation, warm-up, median latency, and top-1 on the sample photos."""
+    from engines.api import open_classifier
 
     started = time.perf_counter()
     choice = DeviceChoice(policy=Policy.CPU_ONLY) if ep == CPU_EP else DeviceChoice(ep=ep)
     try:
-        chosen = resolve_variant(folder, choice, folder.parent)
-        spec = ClassifierSpec.from_folder(chosen)
-        settings = SessionSettings(quantized_model=spec.quantized)
-        first = create_session(spec.model_path, choice, settings, cache=cache)
+        first = open_classifier(folder, choice, cache=cache, library=[folder.parent])
+        chosen = first.model_folder
         details: dict[str, Any] = {
             "model": chosen.name,
             "placement": first.placement.as_dict(),
@@ -290,24 +330,24 @@ def classifier_check(
         if first.cache is not None:
             details["compiled_cache_first"] = first.cache.as_dict()
         if cache is not None and needs_cache(ep):
-            again = create_session(spec.model_path, choice, settings, cache=cache)
+            again = open_classifier(folder, choice, cache=cache, library=[folder.parent], warmup=False)
             details["cached_create_s"] = round(again.create_seconds, 4)
             if again.cache is not None:
                 details["compiled_cache_again"] = again.cache.as_dict()
-        classifier = ImageClassifier(spec, choice, settings, session=first)
-        details["warmup_ms"] = round(classifier.warmup_ms, 2)
+        engine = first.engine
+        details["warmup_ms"] = round(engine.warmup_ms, 2)
         top1 = {}
         for photo in samples:
-            result = classifier.classify(photo, k=1)
+            result = first.classify(photo, k=1)
             top1[photo.name] = {"label": result.top[0].label, "p": round(result.top[0].probability, 4)}
         latencies = []
         if samples:
             from engines.vision.images import preprocess
 
-            tensor = preprocess(samples[0], spec.preprocess)[None]
+            tensor = preprocess(samples[0], engine.spec.preprocess)[None]
             for _ in range(max(1, runs)):
                 t = time.perf_counter()
-                classifier.infer(tensor)
+                engine.infer(tensor)
                 latencies.append((time.perf_counter() - t) * 1000)
     except Exception as exc:
         return _failed("classifier", ep, exc, started)
@@ -316,9 +356,8 @@ def classifier_check(
     status = "fell back" if first.placement.fell_back else "ok"
     parts = [
         f"{chosen.name} on {first.placement.badge()}",
-        f"session {first.create_seconds:.2f} s" + (
-            f" (cached: {details['cached_create_s']:.2f} s)" if "cached_create_s" in details else ""
-        ),
+        f"session {first.create_seconds:.2f} s"
+        + (f" (cached: {details['cached_create_s']:.2f} s)" if "cached_create_s" in details else ""),
         f"median {median:.1f} ms",
     ]
     if "coffee.png" in top1:
@@ -328,12 +367,13 @@ def classifier_check(
 
 def chat_probe(folder: Path, choice: DeviceChoice, tokens: int) -> Step:
     """A few chat tokens with engines.chat.conversation on the chosen device (load time, first token, tokens/s)."""
-    from engines.chat.conversation import ChatModel, ChatOptions
+    from engines.api import open_chat
+    from engines.chat.conversation import ChatOptions
 
     ep = choice.ep or CPU_EP
     started = time.perf_counter()
     try:
-        model = ChatModel.load(folder, choice)
+        model = open_chat(folder, choice)
         load_s = time.perf_counter() - started
         conversation = model.new_conversation("You are a helpful assistant.", ChatOptions(max_new_tokens=tokens))
         pieces: list[str] = []

@@ -64,15 +64,10 @@ def register(sub: Any) -> None:
 def chat_model_folder(name: str | None) -> Path:
     """The model folder: a path, a name in the user's models, or the bundled demo model."""
     from engines.errors import ModelError
+    from engines.models.lookup import locate_model
 
     if name:
-        path = Path(name).expanduser()
-        if path.exists() or "/" in name or "\\" in name:
-            return path
-        for root in (paths.user_models_dir(), paths.bundled_models_dir()):
-            if (root / name).is_dir():
-                return root / name
-        raise ModelError(f"Model '{name}' not found (no such folder, and no installed model by that name).")
+        return locate_model(name, paths.model_roots()).folder
     folder = paths.bundled_models_dir() / DEFAULT_CHAT_MODEL
     if not folder.is_dir():
         raise ModelError(
@@ -133,8 +128,9 @@ def answer(
 
 
 def run(args: argparse.Namespace) -> int:
+    import engines
     from app.cli import print_json
-    from engines.chat.conversation import ChatModel, StopReason
+    from engines.chat.conversation import StopReason
     from engines.errors import StudioError
     from engines.types import DeviceChoice
 
@@ -146,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
             reconfigure(errors="replace")
     options = options_from_args(args)
     choice = DeviceChoice.parse(args.device, strict=args.strict)
-    model = ChatModel.load(chat_model_folder(args.model), choice)
+    model = engines.open_chat(chat_model_folder(args.model), choice)
     conversation = model.new_conversation(args.system, options)
     if model.plan.fell_back:
         print(f"note: running on the CPU: {model.plan.reason}", file=sys.stderr)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from app import paths
 
 DEFAULT_CLASSIFIER = "efficientnet-lite0"
+PROGRESS_AFTER_S = 2.0  # a batch shorter than this needs no progress line
 
 
 def register(sub: Any) -> None:
@@ -27,18 +29,9 @@ def register(sub: Any) -> None:
 
 def model_folder(name: str | None, default: str = DEFAULT_CLASSIFIER) -> Path:
     """A model given as a folder path, or by name in the user's library or the bundled models."""
-    from engines.errors import ModelError
+    from engines.models.lookup import locate_model
 
-    if name and (Path(name).is_dir() or Path(name).suffix or "/" in name or "\\" in name):
-        return Path(name)
-    key = name or default
-    for root in (paths.user_models_dir(), paths.bundled_models_dir()):
-        if (root / key).is_dir():
-            return root / key
-    raise ModelError(
-        f"Model '{key}' is not installed.",
-        "Build the demo models (see README: `bash setup.sh`) or import a model with `npu-studio models import`.",
-    )
+    return locate_model(name or default, paths.model_roots()).folder
 
 
 def expand_images(items: list[str]) -> list[Path]:
@@ -56,53 +49,81 @@ def expand_images(items: list[str]) -> list[Path]:
     return found
 
 
+class FolderProgress:
+    """A progress line on stderr for batches that take a while (silent for the first `after_s` seconds,
+    then at most every `every_s`); overwritten in place on a terminal, one line per update otherwise."""
+
+    def __init__(self, total: int, stream: TextIO, after_s: float | None = None, every_s: float = 1.0) -> None:
+        self.total = total
+        self.stream = stream
+        self.after_s = PROGRESS_AFTER_S if after_s is None else after_s
+        self.every_s = every_s
+        self.done = 0
+        self.started = time.monotonic()
+        self.last_shown = 0.0
+        self.shown = False
+        self.in_place = bool(getattr(stream, "isatty", lambda: False)())
+
+    def __call__(self, result: object) -> None:
+        self.done = min(self.total, self.done + 1)
+        now = time.monotonic()
+        elapsed = now - self.started
+        if elapsed >= self.after_s and (now - self.last_shown >= self.every_s or self.done == self.total):
+            self.last_shown = now
+            self._show(elapsed)
+
+    def _show(self, elapsed: float) -> None:
+        rate = self.done / elapsed if elapsed > 0 else 0.0
+        line = f"classified {self.done}/{self.total} photos ({rate:.0f} photos/s)"
+        self.stream.write(("\r" + line) if self.in_place else line + "\n")
+        self.stream.flush()
+        self.shown = True
+
+    def close(self) -> None:
+        if self.shown and self.in_place:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
 def run(args: argparse.Namespace) -> int:
     import sys
 
+    import engines
     from app.cli import print_json
-    from engines.errors import StudioError
-    from engines.models.variants import resolve_variant
-    from engines.runtime.compiled_cache import CompiledModelCache
-    from engines.runtime.devices import discover
-    from engines.runtime.fallback import FallbackRunner, accept_first
-    from engines.runtime.sessions import SessionSettings
-    from engines.types import DeviceChoice, DeviceType
-    from engines.vision.classifier import ClassifierSpec, ImageClassifier
 
     if args.top_k < 1:
-        raise StudioError("--top-k must be at least 1.")
-    choice = DeviceChoice.parse(args.device, strict=args.strict)
-    report = discover()
-    folder = model_folder(args.model)
-    npu_available = bool(report.usable(DeviceType.NPU))
-    if npu_available and not (args.model and Path(args.model).is_dir()):
-        # The NPU wants quantized models: prefer the model's QDQ variant there (not on a CPU fallback,
-        # where QDQ runs slower than float).
-        folder = resolve_variant(
-            folder, choice, [paths.user_models_dir(), paths.bundled_models_dir()], npu_available=True
-        )
-    spec = ClassifierSpec.from_folder(folder)
+        raise engines.StudioError("--top-k must be at least 1.")
+    choice = engines.DeviceChoice.parse(args.device, strict=args.strict)
     images = expand_images(args.images)
-    settings = SessionSettings(intra_op_threads=args.threads, quantized_model=spec.quantized)
-    cache = CompiledModelCache(paths.compiled_cache_dir())
 
     def progress(message: str) -> None:
         if not args.json:
             print(message, file=sys.stderr)
 
-    def make(device: DeviceChoice) -> ImageClassifier:
-        return ImageClassifier(spec, device, settings, cache=cache, on_progress=progress)
-
     # A device that fails mid-run (GPU removed, NPU out of memory) is marked unusable and the work moves
     # to the next device, unless strict mode says it must run where it was asked.
-    runner = FallbackRunner(make, choice, report=report, ask=None if args.strict else accept_first)
+    classifier = engines.open_classifier(
+        args.model or DEFAULT_CLASSIFIER,
+        choice,
+        cache=paths.compiled_cache_dir(),
+        on_progress=progress,
+        library=paths.model_roots(),
+        ask=None if args.strict else engines.accept_first,
+        threads=args.threads,
+    )
     if len(images) == 1:
-        results = [runner.run(lambda clf: clf.classify(images[0], k=args.top_k))]
+        results = [classifier.classify(images[0], k=args.top_k)]
     else:
-        results = runner.run(lambda clf: clf.classify_many(images, k=args.top_k))
-    classifier = runner.session
+        # --json keeps stderr free of progress (scripts parse stdout, and some read stderr as errors).
+        on_result = None if args.json else FolderProgress(len(images), sys.stderr)
+        try:
+            results = classifier.classify_many(images, k=args.top_k, on_result=on_result)
+        finally:
+            if on_result is not None:
+                on_result.close()
     placement = classifier.placement
-    for notice in runner.notices():
+    spec = classifier.spec
+    for notice in classifier.device_switches:
         print(f"npu-studio: {notice}", file=sys.stderr)
     failed = [r for r in results if r.error]
     if args.json:
@@ -111,10 +132,10 @@ def run(args: argparse.Namespace) -> int:
                 "model": spec.name,
                 "device": choice.describe(),
                 "placement": placement.as_dict(),
-                "model_folder": str(folder),
-                "session_seconds": classifier.verified.create_seconds,
-                "compiled_cache": classifier.verified.cache.as_dict() if classifier.verified.cache else None,
-                "device_switches": runner.notices(),
+                "model_folder": str(classifier.model_folder),
+                "session_seconds": classifier.create_seconds,
+                "compiled_cache": classifier.cache.as_dict() if classifier.cache else None,
+                "device_switches": classifier.device_switches,
                 "results": [r.as_dict() for r in results],
             }
         )
@@ -131,5 +152,5 @@ def run(args: argparse.Namespace) -> int:
                 print(f"  {score.probability * 100:6.2f}%  {score.label}")
             print(f"  inference {result.latency_ms:.1f} ms, preprocessing {result.preprocess_ms:.1f} ms")
     if failed and len(results) == 1:
-        raise StudioError(failed[0].error)
+        raise engines.StudioError(failed[0].error)
     return 1 if failed else 0

@@ -48,8 +48,9 @@ from engines.bench.data import (
     paired_overhead,
     throughput,
 )
-from engines.errors import CancelledError, ModelError, StudioError
+from engines.errors import CancelledError, ModelError
 from engines.runtime.devices import DiscoveryReport, discover
+from engines.runtime.fallback import HEALTH, note_failure
 from engines.types import CPU_EP, CancelToken, DeviceChoice, DeviceType, Placement, short_ep_name
 
 log = logging.getLogger(__name__)
@@ -227,10 +228,9 @@ def machine_info(report: DiscoveryReport) -> dict[str, Any]:
 
 
 def _unavailable_reason(report: DiscoveryReport, device: DeviceType) -> str:
-    for d in report.devices:
-        if d.type == device and d.reason:
-            return f"{d.short_ep}: {d.reason}"
-    return f"No {device.value} on this machine."
+    # Every EP that could drive this device type says why it cannot (QNN, OpenVINO, VitisAI for an NPU).
+    reasons = [f"{d.short_ep}: {d.reason}" for d in report.devices if d.type == device and d.reason]
+    return " ".join(reasons) if reasons else f"No {device.value} on this machine."
 
 
 def run_benchmark(
@@ -253,9 +253,10 @@ def run_benchmark(
             _check(cancel)
             name = folder.name
             reporter.start_job(f"{name} on the {device.value}")
-            usable = report.usable(device)
+            usable = HEALTH.apply(report).usable(device)  # a device that failed earlier is not measured
             if not usable:
-                result = DeviceResult(name, kind, device.value, UNAVAILABLE, _unavailable_reason(report, device))
+                reason = _unavailable_reason(HEALTH.apply(report), device)
+                result = DeviceResult(name, kind, device.value, UNAVAILABLE, reason)
             else:
                 ep = usable[0].ep
                 measure = _bench_vision if kind == VISION else _bench_chat
@@ -264,9 +265,7 @@ def run_benchmark(
                 except CancelledError:
                     raise
                 except Exception as exc:
-                    from engines.runtime import failures
-
-                    error = exc if isinstance(exc, StudioError) else failures.explain(exc, ep)
+                    error = note_failure(exc, ep).error  # marks a failed device unusable for the run
                     log.warning("benchmark of %s on %s failed: %s", name, device.value, error.user_text())
                     result = DeviceResult(name, kind, device.value, FAILED, error.user_text(), ep=ep)
                 finally:
@@ -310,36 +309,38 @@ def _bench_vision(
     reporter: _Reporter,
     cancel: CancelToken | None,
 ) -> DeviceResult:
-    from engines.models.safety import inspect_onnx
+    from engines.api import open_classifier
     from engines.runtime.compiled_cache import CompiledModelCache
-    from engines.runtime.sessions import SessionSettings, create_session
-    from engines.vision.classifier import ClassifierSpec
 
-    spec = ClassifierSpec.from_folder(folder)
-    inspect_onnx(spec.model_path, spec.declared_bytes)
-    settings = SessionSettings(intra_op_threads=config.threads, quantized_model=spec.quantized)
     choice = DeviceChoice(ep=ep)
+
+    def open_on_device(cache: CompiledModelCache) -> Any:
+        # The model as given (no variant swap): the bench compares one model across devices.
+        return open_classifier(folder, choice, cache=cache, threads=config.threads, warmup=False, report=report)
+
     # A fresh cache: the first session pays the whole first-run cost (compiling, where the EP compiles),
     # the second loads what the first stored, whatever the user's own cache holds.
     with tempfile.TemporaryDirectory(prefix="npu-studio-bench-", ignore_cleanup_errors=True) as tmp:
         cache = CompiledModelCache(tmp)
         reporter.update(0.02, detail="creating the session (first)")
-        first = create_session(spec.model_path, choice, settings, report, cache=cache)
+        first = open_on_device(cache)
         first_s, first_status = first.create_seconds, first.cache.status if first.cache else ""
         del first
         gc.collect()
         _check(cancel)
         reporter.update(0.08, detail="creating the session (cached)")
-        verified = create_session(spec.model_path, choice, settings, report, cache=cache)
+        opened = open_on_device(cache)
         sessions = SessionTimes(
             first_s,
-            verified.create_seconds,
+            opened.create_seconds,
             first_status,
-            verified.cache.status if verified.cache else "",
+            opened.cache.status if opened.cache else "",
             _session_note(ep, first_status),
         )
-        measured = _measure_classifier(spec, choice, settings, verified, config, reporter, cancel)
-        del verified
+        # One piece of work through the one fallback path: a device failing mid-measurement is marked
+        # unusable for the run and becomes this device's FAILED result (see run_benchmark).
+        measured = opened.run(lambda engine: _measure_classifier(engine, config, reporter, cancel))
+        del opened
         gc.collect()  # the session goes before its compiled model's folder does
     engine = LatencyStats.of(measured.engine_ms)
     raw = LatencyStats.of(measured.raw_ms) if measured.raw_ms else None
@@ -366,10 +367,7 @@ def _bench_vision(
 
 
 def _measure_classifier(
-    spec: Any,
-    choice: DeviceChoice,
-    settings: Any,
-    verified: Any,
+    classifier: Any,
     config: BenchConfig,
     reporter: _Reporter,
     cancel: CancelToken | None,
@@ -377,9 +375,7 @@ def _measure_classifier(
     """Warm up, then time the engine against raw session.run (alternately), then batch N."""
     import numpy as np
 
-    from engines.vision.classifier import ImageClassifier
-
-    classifier = ImageClassifier(spec, choice, settings, session=verified, warmup=False)
+    spec = classifier.spec
     session = classifier.session
     contract = classifier.contract
     notes: list[str] = []
@@ -482,21 +478,22 @@ def _bench_chat(
     reporter: _Reporter,
     cancel: CancelToken | None,
 ) -> DeviceResult:
+    from engines.api import open_chat
     from engines.bench.genai import RawGenaiLoop, chat_numbers, chat_prompt_tokens, lockstep_answer
-    from engines.chat.conversation import ChatModel, ChatOptions, StopReason
+    from engines.chat.conversation import ChatOptions, StopReason
     from engines.chat.model import genai
 
     choice = DeviceChoice(ep=ep)
     reporter.update(0.02, detail="loading the model (first)")
     t = time.perf_counter()
-    first = ChatModel.load(folder, choice)
+    first = open_chat(folder, choice)
     first_s = time.perf_counter() - t
     del first
     gc.collect()
     _check(cancel)
     reporter.update(0.15, detail="loading the model (again)")
     t = time.perf_counter()
-    model = ChatModel.load(folder, choice)
+    model = open_chat(folder, choice)
     sessions = SessionTimes(
         first_s,
         time.perf_counter() - t,

@@ -215,6 +215,15 @@ class FallbackRunner(Generic[S]):
         self.choice = choice
         self._session = None
 
+    def drop(self) -> None:
+        """Forget the session: the next piece of work opens one again (planned without failed devices)."""
+        self._session = None
+
+    def drop_if_failed(self) -> None:
+        """Forget the session when its device failed since it was opened (elsewhere in this run)."""
+        if self._session is not None and self.health.is_failed(self.ep_of(self._session)):
+            self._session = None
+
     def run(self, work: Callable[[S], R]) -> R:
         """`work(session)` on the current device; on a device failure, mark, offer, and retry once per
         device. Errors of the input or the model are raised unchanged."""
@@ -238,10 +247,9 @@ class FallbackRunner(Generic[S]):
             except _NOT_DEVICE_FAILURES:
                 raise
             except Exception as exc:
-                found = diagnose(exc, ep)
+                found = note_failure(exc, ep, self.health)
                 if not ep or ep == CPU_EP or not _device_failure(found):
                     raise found.error from exc
-                self.health.mark_failed(ep, found.error)
                 self._offer(found, ep, exc)
         raise DeviceUnavailableError(
             "Every device that was tried failed.", "Restart NPU Studio; if it keeps happening, run `npu-studio doctor`."
@@ -289,6 +297,16 @@ class FallbackRunner(Generic[S]):
 
 def _device_failure(found: Diagnosis) -> bool:
     return found.device_lost or isinstance(found.error, DeviceUnavailableError | SessionCreationError)
+
+
+def note_failure(exc: BaseException, ep: str, health: DeviceHealth | None = None) -> Diagnosis:
+    """What went wrong, in plain words; when it is the device's own failure (not the input's or the
+    model's, not the CPU's), the device is marked unusable for the rest of the run. Every caller that
+    sees a device fail mid-run (sessions here, the chat host, bench) classifies it through this."""
+    found = diagnose(exc, ep)
+    if ep and ep != CPU_EP and not isinstance(exc, _NOT_DEVICE_FAILURES) and _device_failure(found):
+        (health or HEALTH).mark_failed(ep, found.error)
+    return found
 
 
 @dataclass(frozen=True)

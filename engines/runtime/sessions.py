@@ -1,9 +1,11 @@
 """The verified session factory.
 
-A DeviceChoice becomes a plan (explicit devices, an ONNX Runtime selection policy, or a provider
-list), then SessionOptions, then an InferenceSession, then a verification of what really runs where:
-`get_providers()` and the per-node EP assignment. The result is a Placement that says in plain words
-when the session degraded; strict mode turns any degradation into a PlacementError.
+The model file is checked first (engines/models/safety.py: external data inside its folder, no custom
+operator libraries, the declared size) so that no caller can hand native code an unchecked file. A
+DeviceChoice becomes a device (the one planner, engines/runtime/planning.py), then a plan (explicit
+devices or a provider list), then SessionOptions, then an InferenceSession, then a verification of
+what really runs where: `get_providers()` and the per-node EP assignment. The result is a Placement
+that says in plain words when the session degraded; strict mode turns any degradation into a PlacementError.
 """
 
 from __future__ import annotations
@@ -17,19 +19,17 @@ from pathlib import Path
 from typing import Any
 
 from engines import runtime
-from engines.errors import DeviceUnavailableError, ModelError, PlacementError, StudioError
+from engines.errors import ModelError, PlacementError, StudioError
+from engines.models.safety import inspect_onnx
 from engines.runtime import compiled_cache, failures
 from engines.runtime.compiled_cache import CacheOutcome, CompiledModelCache, ProgressCallback
 from engines.runtime.devices import DML_EP, QNN_EP, DiscoveryReport, discover
-from engines.types import CPU_EP, EP_DEVICE_TYPE, DeviceChoice, DeviceType, Placement, Policy, short_ep_name
+from engines.runtime.planning import DeviceSet, plan_device
+from engines.runtime.registration import qnn_backend_path
+from engines.types import CPU_EP, DeviceChoice, DeviceType, Placement, check_thread_count, short_ep_name
 
 log = logging.getLogger(__name__)
 
-_ORT_POLICY = {
-    Policy.MAX_EFFICIENCY: "MAX_EFFICIENCY",
-    Policy.MAX_PERFORMANCE: "MAX_PERFORMANCE",
-}
-_AUTO_ORDER = (DeviceType.NPU, DeviceType.GPU, DeviceType.CPU)
 _OPT_LEVELS = {
     "disabled": "ORT_DISABLE_ALL",
     "basic": "ORT_ENABLE_BASIC",
@@ -48,17 +48,19 @@ class SessionSettings:
     htp_performance_mode: str = "burst"
     config_entries: tuple[tuple[str, str], ...] = ()
 
+    def __post_init__(self) -> None:
+        check_thread_count(self.intra_op_threads)
+
 
 @dataclass
 class Plan:
     """How the session will be asked for."""
 
-    mode: str  # "devices" | "policy" | "providers"
+    mode: str  # "devices" | "providers"
     target_eps: tuple[str, ...]  # EPs expected to run the graph (empty: ORT decides)
     providers: list[Any] = field(default_factory=list)  # providers mode: names or (name, options)
     ep_devices: list[Any] = field(default_factory=list)  # devices mode: OrtEpDevice objects
     ep_options: dict[str, str] = field(default_factory=dict)
-    policy: str = ""  # policy mode: OrtExecutionProviderDevicePolicy member name
     fallback_reason: str = ""  # already degraded before creation (requested device missing)
     disable_cpu_fallback: bool = False
 
@@ -77,11 +79,8 @@ def default_ep_options(ep: str, settings: SessionSettings) -> dict[str, str]:
     """Provider options that matter for each EP (the user's options override these)."""
     if ep == QNN_EP:
         options = {"htp_performance_mode": settings.htp_performance_mode}
-        qnn = runtime.qnn_plugin()
-        if qnn is not None and hasattr(qnn, "get_qnn_htp_path"):
-            options["backend_path"] = str(qnn.get_qnn_htp_path())
-        else:
-            options["backend_path"] = "QnnHtp.dll"
+        # the catalog EP's own QnnHtp.dll when QNN came from Windows ML, else the bundled plugin's
+        options["backend_path"] = qnn_backend_path()
         if not settings.quantized_model:
             options["enable_htp_fp16_precision"] = "1"
         return options
@@ -105,81 +104,26 @@ def _raw_ep_devices(ep: str | None = None, device_type: DeviceType | None = None
     return found
 
 
-def _unusable_reason(report: DiscoveryReport, ep: str | None, device_type: DeviceType | None) -> str:
-    for d in report.devices:
-        matches = (ep is not None and d.ep == ep) or (ep is None and d.type == device_type)
-        if matches and not d.usable:
-            return d.reason
-    what = short_ep_name(ep) if ep else (device_type.value if device_type else "device")
-    return f"No {what} is available on this machine."
-
-
 def _plan_for_ep(ep: str, choice: DeviceChoice, settings: SessionSettings, report: DiscoveryReport) -> Plan:
+    """How ONNX Runtime is asked for one usable, non-CPU EP: its devices where the build lists them
+    (plugin and Windows ML EPs), else the provider list (EPs compiled into the build)."""
     options = {**default_ep_options(ep, settings), **choice.options}
-    strict_off_cpu = choice.strict and ep != CPU_EP
-    if ep == CPU_EP:
-        return Plan("providers", (CPU_EP,), providers=[CPU_EP])
     devices = _raw_ep_devices(ep=ep)
     if devices:
-        return Plan("devices", (ep,), ep_devices=devices, ep_options=options, disable_cpu_fallback=strict_off_cpu)
-    if ep in report.available_providers:
-        providers: list[Any] = [(ep, options)]
-        if not strict_off_cpu:
-            providers.append(CPU_EP)
-        return Plan("providers", (ep,), providers=providers, disable_cpu_fallback=strict_off_cpu)
-    reason = _unusable_reason(report, ep, EP_DEVICE_TYPE.get(ep))
-    if choice.strict:
-        raise DeviceUnavailableError(
-            f"{short_ep_name(ep)} is not available: {reason}",
-            "Turn strict mode off to run on the CPU instead, or pick another device.",
-        )
-    return Plan(
-        "providers",
-        (CPU_EP,),
-        providers=[CPU_EP],
-        fallback_reason=f"{short_ep_name(ep)} is not available: {reason}",
-    )
-
-
-def _plan_for_type(
-    wanted: DeviceType, choice: DeviceChoice, settings: SessionSettings, report: DiscoveryReport
-) -> Plan:
-    usable = report.usable(wanted)
-    if not usable:
-        reason = _unusable_reason(report, None, wanted)
-        if choice.strict:
-            raise DeviceUnavailableError(
-                f"No usable {wanted.value} on this machine: {reason}",
-                "Turn strict mode off to run on the CPU instead, or pick another device.",
-            )
-        return Plan(
-            "providers",
-            (CPU_EP,),
-            providers=[CPU_EP],
-            fallback_reason=f"No usable {wanted.value} on this machine: {reason}",
-        )
-    return _plan_for_ep(usable[0].ep, choice, settings, report)
+        return Plan("devices", (ep,), ep_devices=devices, ep_options=options, disable_cpu_fallback=choice.strict)
+    providers: list[Any] = [(ep, options)]
+    if not choice.strict:
+        providers.append(CPU_EP)
+    return Plan("providers", (ep,), providers=providers, disable_cpu_fallback=choice.strict)
 
 
 def plan_session(choice: DeviceChoice, settings: SessionSettings, report: DiscoveryReport) -> Plan:
-    """Turn what the user asked for into how ONNX Runtime will be asked. Raises in strict mode when
-    the device is not there at all."""
-    if choice.ep is not None:
-        return _plan_for_ep(choice.ep, choice, settings, report)
-    if choice.policy == Policy.CPU_ONLY:
-        return Plan("providers", (CPU_EP,), providers=[CPU_EP])
-    wanted = choice.policy.wanted_type
-    if wanted is not None:
-        return _plan_for_type(wanted, choice, settings, report)
-    if choice.policy == Policy.AUTO:
-        for device_type in _AUTO_ORDER:
-            if report.usable(device_type):
-                return _plan_for_type(device_type, choice, settings, report)
-        return Plan("providers", (CPU_EP,), providers=[CPU_EP])
-    ort = runtime.ort()
-    if hasattr(ort, "OrtExecutionProviderDevicePolicy"):
-        return Plan("policy", (), policy=_ORT_POLICY[choice.policy])
-    return _plan_for_ep(CPU_EP, choice, settings, report)
+    """Turn what the user asked for into how ONNX Runtime will be asked (the device from the one planner,
+    engines/runtime/planning.py). Raises in strict mode when the device is not there at all."""
+    device = plan_device(choice, DeviceSet.from_devices(report.devices))
+    if device.ep == CPU_EP:
+        return Plan("providers", (CPU_EP,), providers=[CPU_EP], fallback_reason=device.reason)
+    return _plan_for_ep(device.ep, choice, settings, report)
 
 
 def build_session_options(plan: Plan, settings: SessionSettings) -> Any:
@@ -199,8 +143,6 @@ def build_session_options(plan: Plan, settings: SessionSettings) -> Any:
         so.add_session_config_entry(key, value)
     if plan.mode == "devices":
         so.add_provider_for_devices(plan.ep_devices, plan.ep_options)
-    elif plan.mode == "policy":
-        so.set_provider_selection_policy(getattr(ort.OrtExecutionProviderDevicePolicy, plan.policy))
     return so
 
 
@@ -252,9 +194,6 @@ def verify(session: Any, plan: Plan, choice: DeviceChoice) -> Placement:
             reason = f"{name} ran {by_ep[target]} of {total} nodes; {by_ep[CPU_EP]} ran on the CPU" + (
                 f" (operators {ops} are not supported there)." if ops else "."
             )
-    if plan.mode == "policy" and not reason:
-        chosen = ", ".join(short_ep_name(ep) for ep in ([ep for ep, _ in counts] or list(active)))
-        reason = f"ONNX Runtime's {choice.policy.label.lower()} policy chose {chosen}."
     return Placement(
         requested=choice.describe(),
         requested_eps=plan.target_eps,
@@ -289,11 +228,14 @@ def create_session(
     *,
     cache: CompiledModelCache | None = None,
     on_progress: ProgressCallback | None = None,
+    declared_bytes: int | None = None,
 ) -> VerifiedSession:
     """Create an InferenceSession for `choice` and verify where it runs.
 
     With `cache`, EPs that compile (QNN) load a compiled context model from it, compiling and storing
     it on the first load (`on_progress` hears about that); `VerifiedSession.cache` says what happened.
+
+    `declared_bytes` is the model file's size in its manifest (a larger file is refused).
 
     Raises DeviceUnavailableError (strict, device missing), PlacementError (strict, the device did not
     take the whole graph), ModelError or SessionCreationError (native failures, explained).
@@ -301,6 +243,7 @@ def create_session(
     path = Path(model_path)
     settings = settings or SessionSettings()
     check_model_file(path)
+    inspect_onnx(path, declared_bytes)  # before any native code sees the file (raises ModelError)
     from engines.runtime.fallback import HEALTH  # devices that failed earlier in this run are not planned again
 
     HEALTH.check(choice)
@@ -389,11 +332,8 @@ def _open_through_cache(
     if not compiled_cache.needs_cache(ep):
         started = time.perf_counter()
         session = _open_session(path, plan, settings, so)
-        if ep:
-            note = f"{short_ep_name(ep)} runs the ONNX model directly; there is nothing to compile or cache."
-        else:
-            note = "ONNX Runtime chooses the device itself with this policy; the compiled-model cache is not used."
-        outcome = CacheOutcome("not-needed" if ep else "unavailable", ep=ep, notices=[note])
+        note = f"{short_ep_name(ep)} runs the ONNX model directly; there is nothing to compile or cache."
+        outcome = CacheOutcome("not-needed", ep=ep, notices=[note])
         outcome.load_seconds = time.perf_counter() - started
         return session, outcome
     ep_version, driver = compiled_cache.ep_version_for(ep, report)

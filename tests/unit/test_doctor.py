@@ -296,3 +296,19 @@ def test_the_cli_writes_report_json_and_zip(tmp_path: Path, monkeypatch: pytest.
     with zipfile.ZipFile(data["files"]["zip"]) as bundle:
         assert {"logs/npu-studio.log", "settings.json", "report.txt"} <= set(bundle.namelist())
     assert Path(data["files"]["text"]).read_text().startswith("NPU Studio doctor")
+
+
+def test_an_untrusted_classifier_folder_is_refused_before_any_native_load(fake_runtime: Any, tmp_path: Path) -> None:
+    from tests.unit.fake_ort import plain_linux
+    from tests.unit.test_model_safety import _external_model
+    from tests.unit.tiny_models import colour_classifier
+
+    fake = fake_runtime(plain_linux())
+    folder = colour_classifier(tmp_path / "models" / "untrusted")
+    _external_model(folder, "../outside.bin")  # its weights point out of the folder
+    (tmp_path / "models" / "outside.bin").write_bytes(b"\0" * 4096)
+    report = run_doctor(classifier=folder, chat_model=None, chat=None)
+    [step] = [s for s in report.steps if s.check == "classifier"]
+    assert step.status == "failed" and "outside the model's folder" in step.summary
+    assert fake.sessions, "the probe model did reach ONNX Runtime"
+    assert not [s for s in fake.sessions if Path(s.path).parent == folder], "the untrusted model never did"

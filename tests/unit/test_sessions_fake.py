@@ -11,16 +11,15 @@ from engines.errors import DeviceUnavailableError, PlacementError, SessionCreati
 from engines.runtime import devices
 from engines.runtime.sessions import SessionSettings, create_session
 from engines.types import DeviceChoice, DeviceType
-from tests.unit.fake_ort import CPU, DML, QNN, FakeOrt, Policy, directml_laptop, plain_linux, snapdragon
+from tests.unit.fake_ort import CPU, DML, QNN, FakeOrt, directml_laptop, plain_linux, snapdragon
+from tests.unit.tiny_models import tiny_onnx
 
 Install = Callable[[FakeOrt], FakeOrt]
 
 
 @pytest.fixture
 def model(tmp_path: Path) -> Path:
-    path = tmp_path / "model.onnx"
-    path.write_bytes(b"fake model bytes")
-    return path
+    return tiny_onnx(tmp_path / "model.onnx")
 
 
 @pytest.fixture
@@ -140,13 +139,13 @@ def test_auto_prefers_npu_then_gpu_then_cpu(use: Install, model: Path) -> None:
     assert auto.primary_ep == CPU and not auto.fell_back
 
 
-def test_efficiency_policy_is_handed_to_onnxruntime(use: Install, model: Path) -> None:
-    fake = use(snapdragon())
-    devices.discover()  # registers the plugin so ORT's policy can see the NPU
+def test_efficiency_means_the_npu_else_the_cpu_never_the_gpu(use: Install, model: Path) -> None:
+    use(snapdragon())
     verified = create_session(model, DeviceChoice.parse("efficiency"))
-    assert fake.sessions[-1].options.policy == Policy.MAX_EFFICIENCY
-    assert verified.plan.mode == "policy"
-    assert "best efficiency policy chose QNN" in verified.placement.reason
+    assert verified.plan.mode == "devices" and verified.placement.primary_ep == QNN
+    use(directml_laptop())
+    on_gpu_laptop = create_session(model, DeviceChoice.parse("efficiency")).placement
+    assert on_gpu_laptop.primary_ep == CPU and not on_gpu_laptop.fell_back
 
 
 def test_a_silent_fallback_inside_onnxruntime_is_caught(use: Install, model: Path) -> None:

@@ -80,6 +80,22 @@ def colour_classifier(
     return folder
 
 
+def tiny_onnx(path: Path, tag: str = "v1") -> Path:
+    """A valid one-node ONNX file (it passes the safety checks every session creation runs first);
+    `tag` changes its bytes (a retrained model)."""
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"], name="relu")],
+        "tiny",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], doc_string=tag)
+    model.ir_version = 9
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, path)
+    return path
+
+
 def endless_loop_classifier(folder: Path, *, trip_count: int = 10**12) -> Path:
     """colour_classifier whose graph first runs an ONNX `Loop` `trip_count` times (a model that never
     returns from its first run)."""

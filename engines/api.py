@@ -1,0 +1,258 @@
+"""Opening a model on a device, in one place: what `engines.open_classifier` and `engines.open_chat` do.
+
+`open_classifier` finds the model (a folder, or a name in the library folders), picks its QDQ variant
+when the choice lands on a usable NPU, opens a verified session (the safety check and the one planner
+run inside session creation; the compiled-model cache when given), and wraps it so that a device that
+fails mid-run goes through the one fallback mechanism (engines/runtime/fallback.py). The CLI, the
+desktop app's hosts, doctor, bench and third-party scripts all open models through here.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from engines.errors import StudioError
+from engines.models.lookup import LocatedModel, locate_model
+from engines.types import CancelToken, Classification, DeviceChoice, DeviceType, Placement, Policy
+
+if TYPE_CHECKING:
+    from engines.chat.conversation import ChatModel
+    from engines.runtime.compiled_cache import CacheOutcome, CompiledModelCache
+    from engines.runtime.devices import DiscoveryReport
+    from engines.runtime.fallback import FallbackOffer, FallbackRunner
+    from engines.vision.classifier import ClassifierSpec, ImageClassifier
+
+log = logging.getLogger(__name__)
+
+Ask = Callable[["FallbackOffer"], DeviceChoice | None]
+PathLike = str | os.PathLike[str]
+
+
+def as_choice(choice: DeviceChoice | str, strict: bool | None = None) -> DeviceChoice:
+    """A DeviceChoice from a choice or its text (`npu`, `qnn`, ...); `strict` overrides when given."""
+    parsed = DeviceChoice.parse(choice) if isinstance(choice, str) else choice
+    if strict is None or strict == parsed.strict:
+        return parsed
+    return DeviceChoice(policy=parsed.policy, ep=parsed.ep, ep_options=parsed.ep_options, strict=strict)
+
+
+def as_cache(cache: CompiledModelCache | PathLike | None) -> CompiledModelCache | None:
+    from engines.runtime.compiled_cache import CompiledModelCache
+
+    if cache is None or isinstance(cache, CompiledModelCache):
+        return cache
+    return CompiledModelCache(Path(os.fspath(cache)).expanduser())
+
+
+class Classifier:
+    """An image classifier opened on a device. `classify` / `classify_many` run there; when the device
+    fails mid-run the work moves (with `ask`) or a DeviceFailedError carries the offer of where to go."""
+
+    def __init__(self, runner: FallbackRunner[ImageClassifier], located: LocatedModel, notices: list[str]) -> None:
+        self._runner = runner
+        self.located = located
+        self._notices = notices
+
+    # -- what it is and where it runs ------------------------------------------------------------
+
+    @property
+    def engine(self) -> ImageClassifier:
+        """The classifier on the current device (opened again after a device switch)."""
+        return self._runner.session
+
+    @property
+    def spec(self) -> ClassifierSpec:
+        return self.engine.spec
+
+    @property
+    def placement(self) -> Placement:
+        return self.engine.placement
+
+    @property
+    def choice(self) -> DeviceChoice:
+        return self._runner.choice
+
+    @property
+    def model_folder(self) -> Path:
+        return self.engine.spec.model_path.parent
+
+    @property
+    def cache(self) -> CacheOutcome | None:
+        """What the compiled-model cache did for the current session (None without a cache)."""
+        return self.engine.verified.cache
+
+    @property
+    def create_seconds(self) -> float:
+        return self.engine.verified.create_seconds
+
+    @property
+    def notices(self) -> list[str]:
+        """Plain-language notes: the variant picked, what the cache did, every device switch."""
+        cache = self.cache
+        return [*self._notices, *(cache.notices if cache else []), *self._runner.notices()]
+
+    @property
+    def device_switches(self) -> list[str]:
+        return self._runner.notices()
+
+    def switch_to(self, choice: DeviceChoice) -> None:
+        """Run on `choice` from the next call on (the user accepted a fallback offer)."""
+        self._runner.switch_to(choice)
+
+    # -- work --------------------------------------------------------------------------------------
+
+    def classify(self, source: PathLike | bytes, k: int = 5) -> Classification:
+        return self._run(lambda clf: clf.classify(source, k=k))
+
+    def classify_many(
+        self,
+        paths: Iterable[PathLike],
+        k: int = 5,
+        cancel: CancelToken | None = None,
+        on_result: Callable[[Classification], None] | None = None,
+    ) -> list[Classification]:
+        """Results in input order, streamed to `on_result`. After a device switch mid-batch, only the
+        photos not yet classified run again (nothing is reported twice)."""
+        items = list(paths)
+        done: dict[int, Classification] = {}
+
+        def work(clf: ImageClassifier) -> None:
+            todo = [i for i in range(len(items)) if i not in done]
+
+            def record(position: int, result: Classification) -> None:
+                done[todo[position]] = result
+                if on_result is not None:
+                    on_result(result)
+
+            clf.classify_many([items[i] for i in todo], k=k, cancel=cancel, on_index=record)
+
+        self._run(work)
+        return [done[i] for i in range(len(items))]
+
+    def run(self, work: Callable[[ImageClassifier], Any]) -> Any:
+        """`work(engine)` as one piece of work through the fallback path (benchmarks time a whole loop)."""
+        return self._run(work)
+
+    def _run(self, work: Callable[[ImageClassifier], Any]) -> Any:
+        from engines.runtime.fallback import DeviceFailedError
+
+        self._runner.drop_if_failed()
+        try:
+            return self._runner.run(work)
+        except DeviceFailedError:
+            self._runner.drop()  # the next call plans again without the failed device
+            raise
+
+
+def open_classifier(
+    model: PathLike,
+    choice: DeviceChoice | str = "auto",
+    *,
+    strict: bool | None = None,
+    cache: CompiledModelCache | PathLike | None = None,
+    on_progress: Callable[[str], None] | None = None,
+    library: Sequence[PathLike] = (),
+    ask: Ask | None = None,
+    threads: int = 0,
+    warmup: bool = True,
+    max_batch: int = 8,
+    report: DiscoveryReport | None = None,
+) -> Classifier:
+    """Open the classifier `model` (a folder, or a name in the `library` folders) on `choice`.
+
+    * A library model on a choice that lands on a usable NPU runs its QDQ variant when there is one.
+    * `cache` (a CompiledModelCache or a folder) keeps compiled NPU models between runs.
+    * `strict=True`: the device must take the whole graph, else PlacementError/DeviceUnavailableError.
+    * A device failing mid-run: with `ask(offer) -> DeviceChoice | None` the work moves there (try
+      `engines.accept_first`); without it, DeviceFailedError carries the offer (`.offer.alternatives`).
+
+    Raises ModelError (missing, unsafe or invalid model), DeviceUnavailableError, PlacementError,
+    SessionCreationError, each with a message that says what to do.
+    """
+    from engines.runtime.devices import discover
+    from engines.runtime.fallback import HEALTH
+    from engines.runtime.sessions import SessionSettings
+    from engines.vision.classifier import ClassifierSpec, ImageClassifier
+
+    device = as_choice(choice, strict)
+    located = locate_model(model, library)
+    found = report if report is not None else discover()
+    compiled = as_cache(cache)
+    notices: list[str] = []
+    roots = [Path(os.fspath(r)) for r in library]
+
+    def make(where: DeviceChoice) -> ImageClassifier:
+        folder = _variant_for(located, where, HEALTH.apply(found), roots, notices)
+        spec = ClassifierSpec.from_folder(folder)
+        settings = SessionSettings(intra_op_threads=threads, quantized_model=spec.quantized)
+        return ImageClassifier(
+            spec, where, settings, cache=compiled, on_progress=on_progress, warmup=warmup, max_batch=max_batch
+        )
+
+    return classifier_over(make, device, located, report=found, ask=ask, notices=notices)
+
+
+def classifier_over(
+    make: Callable[[DeviceChoice], Any],
+    choice: DeviceChoice,
+    located: LocatedModel,
+    *,
+    report: DiscoveryReport | None = None,
+    ask: Ask | None = None,
+    notices: list[str] | None = None,
+) -> Classifier:
+    """A Classifier over any engine factory `make(choice)` (what open_classifier uses; hosts' tests
+    inject a fake engine here), opened now so placement and errors are known when this returns."""
+    from engines.runtime.fallback import FallbackRunner
+
+    runner: FallbackRunner[Any] = FallbackRunner(make, choice, report=report, ask=ask)
+    classifier = Classifier(runner, located, notices if notices is not None else [])
+    classifier._run(lambda clf: clf)
+    return classifier
+
+
+def _variant_for(
+    located: LocatedModel, where: DeviceChoice, report: DiscoveryReport, roots: list[Path], notices: list[str]
+) -> Path:
+    """The QDQ variant of a library model when `where` lands on a usable NPU (QDQ on a CPU fallback would
+    run slower than float), else the model itself."""
+    from engines.models.variants import resolve_variant
+    from engines.runtime.planning import DeviceSet, plan_device
+
+    if not located.in_library:
+        return located.folder
+    try:
+        lands_on = plan_device(where, DeviceSet.from_devices(report.devices)).device_type
+    except StudioError:
+        return located.folder  # strict and missing: session creation says so in its own words
+    if lands_on != DeviceType.NPU:
+        return located.folder
+    npu = DeviceChoice(policy=Policy.PREFER_NPU)
+    folder = resolve_variant(located.folder, npu, roots or [located.folder.parent], npu_available=True)
+    if folder != located.folder:
+        note = f"The NPU runs {folder.name}, the quantized (QDQ) variant of {located.name}."
+        if note not in notices:
+            notices.append(note)
+    return folder
+
+
+def open_chat(
+    model: PathLike,
+    choice: DeviceChoice | str = "auto",
+    *,
+    strict: bool | None = None,
+    library: Sequence[PathLike] = (),
+    check_memory: bool = True,
+    available: frozenset[str] | None = None,
+) -> ChatModel:
+    """Open the onnxruntime-genai chat model `model` (a folder or a name in `library`) on `choice`, with
+    the same meaning of the choice as `open_classifier`. The folder is validated before any native load.
+    `model.new_conversation(...).send(text, on_text=..., cancel=...)` chats."""
+    from engines.chat.conversation import ChatModel
+
+    located = locate_model(model, library)
+    return ChatModel.load(located.folder, as_choice(choice, strict), available=available, check_memory=check_memory)

@@ -1,0 +1,69 @@
+"""One planner, one meaning: every policy on every kind of machine plans the same device for an ONNX
+Runtime session and for an onnxruntime-genai chat model (both fed by the same device discovery)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engines.chat.model import ModelFolder, chat_devices, plan_providers
+from engines.errors import DeviceUnavailableError
+from engines.runtime.planning import MEANING, ORDER
+from engines.runtime.sessions import create_session
+from engines.types import DeviceChoice, Policy
+from tests.unit.fake_ort import CPU, DML, QNN, FakeOrt, directml_laptop, plain_linux, snapdragon
+from tests.unit.tiny_models import tiny_onnx
+
+MACHINES: dict[str, Callable[[], FakeOrt]] = {
+    "cpu only": plain_linux,
+    "snapdragon (npu)": snapdragon,
+    "directml (gpu)": directml_laptop,
+    "npu and gpu": lambda: snapdragon(providers=(DML, CPU), supported_ops={CPU: None, QNN: None, DML: None}),
+}
+POLICIES = ("auto", "npu", "gpu", "cpu", "efficiency", "performance")
+# machine -> the EP each policy plans; "CPU!" is the CPU as a fallback (said, and an error when strict).
+TABLE: dict[str, tuple[str, ...]] = {
+    "cpu only": ("CPU", "CPU!", "CPU!", "CPU", "CPU", "CPU"),
+    "snapdragon (npu)": ("QNN", "QNN", "CPU!", "CPU", "QNN", "QNN"),
+    "directml (gpu)": ("DML", "CPU!", "DML", "CPU", "CPU", "DML"),
+    "npu and gpu": ("QNN", "QNN", "DML", "CPU", "QNN", "DML"),
+}
+EPS = {"CPU": CPU, "QNN": QNN, "DML": DML}
+CASES = [(machine, policy, TABLE[machine][i]) for machine in MACHINES for i, policy in enumerate(POLICIES)]
+
+
+def _chat_folder() -> ModelFolder:
+    return ModelFolder(Path("/models/chat"), "llama", 256, 256, ("model.onnx",), ())
+
+
+@pytest.mark.parametrize(("machine", "policy", "expected"), CASES, ids=[f"{m}-{p}" for m, p, _ in CASES])
+def test_every_policy_means_the_same_device_for_onnxruntime_and_genai(
+    machine: str, policy: str, expected: str, fake_runtime: Callable[[Any], Any], tmp_path: Path
+) -> None:
+    fake_runtime(MACHINES[machine]())
+    model = tiny_onnx(tmp_path / "model.onnx")
+    ep, fell_back = EPS[expected.rstrip("!")], expected.endswith("!")
+    choice = DeviceChoice.parse(policy)
+
+    session = create_session(model, choice).placement
+    chat = plan_providers(_chat_folder(), choice, chat_devices())
+    assert (session.primary_ep, session.fell_back) == (ep, fell_back), "ONNX Runtime session"
+    assert (chat.ep, chat.fell_back) == (ep, fell_back), "onnxruntime-genai chat model"
+
+    strict = DeviceChoice.parse(policy, strict=True)
+    if fell_back:
+        with pytest.raises(DeviceUnavailableError):
+            create_session(model, strict)
+        with pytest.raises(DeviceUnavailableError):
+            plan_providers(_chat_folder(), strict, chat_devices())
+    else:
+        assert create_session(model, strict).placement.primary_ep == ep  # the fakes' EPs take every node
+        assert plan_providers(_chat_folder(), strict, chat_devices()).ep == ep
+
+
+def test_every_policy_has_an_order_and_words_for_the_picker() -> None:
+    assert set(ORDER) == set(Policy) == set(MEANING)
+    assert all(MEANING[p].endswith(".") for p in Policy)
