@@ -33,7 +33,7 @@ MAX_UI_UPDATES_PER_SECOND = 60
 History = list[tuple[str, str]]  # (role, text) of the turns the engine should hold before a request
 Loader = Callable[[Path, DeviceChoice], Any]
 Event = tuple[Any, ...]  # ("status", text) | ("loaded", info) | ("started", id) | ("text", piece) | ...
-TERMINAL = {"loaded", "finished", "failed", "ok"}
+TERMINAL = {"loaded", "finished", "failed", "ok", "counted"}
 
 
 class TextCoalescer:
@@ -224,6 +224,11 @@ class ChatSession:
         data["text"] = conversation.messages[-1].content if conversation.messages else ""
         return data
 
+    def count_tokens(self, text: str) -> int | None:
+        """Tokens of `text` with the loaded model's tokenizer (None: no model, or it cannot say)."""
+        encode = getattr(self._model, "encode", None)
+        return len(encode(text)) if callable(encode) else None
+
     def forget(self, conversation_id: int) -> None:
         conversation = self._conversations.pop(conversation_id, None)
         close = getattr(conversation, "close", None)
@@ -303,6 +308,8 @@ def serve(conn: Any, cancel_event: Any) -> None:
             elif op == "forget":
                 session.forget(request[1])
                 conn.send(("ok",))
+            elif op == "count":
+                conn.send(("counted", session.count_tokens(request[1])))
             else:
                 conn.send(("failed", error_payload(GenerationError(f"Unknown request '{op}'."))))
         except Exception as exc:

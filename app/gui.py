@@ -212,6 +212,8 @@ class Studio(QObject):
         ch.forget_requested.connect(self.chat.forget)
         ch.settings_changed.connect(self._on_chat_settings)
         ch.enter_sends_changed.connect(self._on_chat_enter_sends)
+        ch.count_requested.connect(self.chat.count_tokens)
+        self.chat.tokens_counted.connect(ch.on_tokens_counted)
         ch.conversation_changed.connect(self._on_chat_conversation)
         self.chat.status.connect(lambda t: w.set_status("chat", t))
         self.chat.status.connect(lambda t: ch.show_model_loading(t) if t else None)
