@@ -253,6 +253,7 @@ class Conversation:
     """A multi-turn chat with one generator. Not for concurrent use: one call at a time."""
 
     def __init__(self, model: ChatModel, system_prompt: str, options: ChatOptions) -> None:
+        check_text(system_prompt, "The system prompt")
         self._model = model
         self._system_prompt = system_prompt
         self._options = options
@@ -292,6 +293,7 @@ class Conversation:
 
     def set_system_prompt(self, text: str) -> None:
         """Takes effect on the next answer (the history is re-read under the new prompt)."""
+        check_text(text, "The system prompt")
         with self._exclusive():
             self._system_prompt = text
 
@@ -594,4 +596,25 @@ def _stats(
 def _message_text(text: str) -> str:
     if not isinstance(text, str) or not text.strip():
         raise GenerationError("The message is empty.", "Type something to send.")
+    check_text(text, "The message")
     return text
+
+
+def check_text(text: str, what: str) -> None:
+    """Refuse text the tokenizer would misread: a NUL ends a C string early (the model would silently
+    see only what comes before it), and a lone surrogate is a byte that was not UTF-8 (from a terminal
+    or file in another encoding), which the tokenizer cannot take at all."""
+    nul = text.find("\x00")
+    if nul >= 0:
+        raise GenerationError(
+            f"{what} contains a NUL character (at character {nul + 1}); the model would read only the text "
+            "before it.",
+            "Remove the NUL character and send it again.",
+        )
+    for index, char in enumerate(text):
+        if "\ud800" <= char <= "\udfff":
+            shown = f"byte 0x{ord(char) - 0xDC00:02x}" if "\udc80" <= char <= "\udcff" else f"U+{ord(char):04X}"
+            raise GenerationError(
+                f"{what} is not valid UTF-8 text ({shown} at character {index + 1}).",
+                "Send it as UTF-8: check the encoding of the terminal or file it came from.",
+            )

@@ -98,7 +98,18 @@ def inspect_onnx(model_path: Path, declared_bytes: int | None = None) -> ModelFi
         if not path.is_file():
             raise ModelError(f"{what} is missing ({info.get('location')}).", "Copy the whole model folder.")
         file_size = path.stat().st_size
-        end = int(info.get("offset", 0) or 0) + int(info.get("length", 0) or 0)
+        offset = _byte_count(info.get("offset"), f"{what} has an offset")
+        # Without a `length` the runtime reads as many bytes as the tensor's shape says: bound that too.
+        needed = _tensor_bytes(onnx, tensor)
+        length = _byte_count(info.get("length"), f"{what} has a length")
+        if info.get("length") is None and needed is not None:
+            length = needed
+        elif needed is not None and length != needed:
+            raise ModelError(
+                f"{what} says it is {length:,} bytes long but its shape needs {needed:,}.",
+                "The model file is damaged or was edited; rebuild or re-import it.",
+            )
+        end = offset + length
         if end > file_size:
             raise ModelError(
                 f"{what} reaches byte {end:,} but {path.name} has only {file_size:,} bytes (truncated).",
@@ -115,3 +126,30 @@ def inspect_onnx(model_path: Path, declared_bytes: int | None = None) -> ModelFi
             "NPU Studio never loads libraries named by a model; use a model made of standard ONNX operators.",
         )
     return ModelFiles(model_path, tuple(external), total, custom)
+
+
+def _byte_count(value: str | None, what: str) -> int:
+    """An external-data offset or length: absent is 0; anything but a whole number of bytes is refused."""
+    if value is None or value == "":
+        return 0
+    if not value.isdigit() or len(value) > 20:
+        raise ModelError(f"{what} that is not a byte count ({value[:40]!r}).", "The model file is damaged; rebuild it.")
+    return int(value)
+
+
+def _tensor_bytes(onnx: Any, tensor: Any) -> int | None:
+    """Bytes a tensor's shape and type take (None when the type has no fixed size, e.g. strings)."""
+    try:
+        itemsize = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+    except (KeyError, TypeError, ValueError):
+        return None
+    if tensor.data_type == onnx.TensorProto.STRING or itemsize == 0:
+        return None
+    count = 1
+    for dim in tensor.dims:
+        if dim < 0:
+            raise ModelError(f"Tensor '{tensor.name}' has a negative dimension ({dim}).", "The model file is damaged.")
+        count *= dim
+    bits = {getattr(onnx.TensorProto, n) for n in ("INT4", "UINT4", "FLOAT4E2M1") if hasattr(onnx.TensorProto, n)}
+    return (count + 1) // 2 if tensor.data_type in bits else count * itemsize
+

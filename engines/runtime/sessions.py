@@ -26,7 +26,7 @@ from engines.runtime.compiled_cache import CacheOutcome, CompiledModelCache, Pro
 from engines.runtime.devices import DML_EP, QNN_EP, DiscoveryReport, discover
 from engines.runtime.planning import DeviceSet, plan_device
 from engines.runtime.registration import qnn_backend_path
-from engines.types import CPU_EP, DeviceChoice, DeviceType, Placement, short_ep_name
+from engines.types import CPU_EP, DeviceChoice, DeviceType, Placement, check_thread_count, short_ep_name
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +47,9 @@ class SessionSettings:
     quantized_model: bool = False  # QDQ models run as-is on the NPU; float ones ask QNN for fp16
     htp_performance_mode: str = "burst"
     config_entries: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        check_thread_count(self.intra_op_threads)
 
 
 @dataclass

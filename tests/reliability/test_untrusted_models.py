@@ -174,6 +174,42 @@ def _subgraph_external(folder: Path, outside: Path) -> None:
     onnx.save(model, str(folder / "model.onnx"))
 
 
+def _edit_external(folder: Path, edit: Callable[[onnx.TensorProto], None]) -> None:
+    _externalize(folder / "model.onnx", "W", "weights.bin", folder / "weights.bin")
+    model = onnx.load(str(folder / "model.onnx"), load_external_data=False)
+    edit(next(t for t in model.graph.initializer if t.name == "W"))
+    onnx.save(model, str(folder / "model.onnx"))
+
+
+def _set_external(tensor: onnx.TensorProto, key: str, value: str | None) -> None:
+    kept = [(e.key, e.value) for e in tensor.external_data if e.key != key]
+    del tensor.external_data[:]
+    for k, v in kept + ([(key, value)] if value is not None else []):
+        entry = tensor.external_data.add()
+        entry.key, entry.value = k, v
+
+
+def _ext_no_length_huge_shape(folder: Path, outside: Path) -> None:
+    def edit(tensor: onnx.TensorProto) -> None:
+        _set_external(tensor, "length", None)
+        del tensor.dims[:]
+        tensor.dims.extend([1 << 20, 1 << 14])  # 64 GiB of floats, from a 48-byte file
+
+    _edit_external(folder, edit)
+
+
+def _ext_no_length_past_end(folder: Path, outside: Path) -> None:
+    _edit_external(folder, lambda t: (_set_external(t, "length", None), _set_external(t, "offset", "40")))
+
+
+def _ext_offset_not_a_number(folder: Path, outside: Path) -> None:
+    _edit_external(folder, lambda t: _set_external(t, "offset", "abc"))
+
+
+def _ext_length_not_the_shape(folder: Path, outside: Path) -> None:
+    _edit_external(folder, lambda t: _set_external(t, "length", "8"))
+
+
 CLASSIFY_CASES: list[tuple[str, Mutation, str]] = [
     ("external data '../outside/weights.bin'", _ext_parent, "points outside the model's folder"),
     ("external data at an absolute path", _ext_absolute, "points to an absolute path"),
@@ -190,6 +226,10 @@ CLASSIFY_CASES: list[tuple[str, Mutation, str]] = [
     ("model.onnx is not an ONNX file", _not_onnx, "is not a valid ONNX model"),
     ("manifest.json is not JSON", _manifest_not_json, "is not valid"),
     ("no manifest.json", _no_manifest, "has no manifest.json"),
+    ("external data without a length, shape of 64 GiB", _ext_no_length_huge_shape, "but weights.bin has only 48 bytes"),
+    ("external data without a length, offset near the end", _ext_no_length_past_end, "reaches byte 88"),
+    ("external data offset 'abc'", _ext_offset_not_a_number, "that is not a byte count ('abc')"),
+    ("external data length that does not match the shape", _ext_length_not_the_shape, "its shape needs 48"),
 ]
 
 
@@ -511,3 +551,24 @@ def test_the_traps_are_on_the_import_path(
     code, _ = _cli(["models", "import", str(folder)], capsys)
     assert code != 0 and native_guard.calls and native_guard.calls[0].startswith("onnxruntime.InferenceSession")
     assert _nothing_imported() == []
+
+
+# --- a model for a newer runtime ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("what", "words"), [("opset 99", "(opset 99)"), ("IR version 99", "(IR version 99)")])
+def test_a_model_for_a_newer_runtime_says_so(
+    what: str, words: str, tmp_path: Path, photo: Path, capsys: pytest.CaptureFixture[str], reliability: Recorder
+) -> None:
+    folder = colour_classifier(tmp_path / "newer")
+    model = onnx.load(str(folder / "model.onnx"))
+    if what.startswith("opset"):
+        model.opset_import[0].version = 99
+    else:
+        model.ir_version = 99
+    onnx.save(model, str(folder / "model.onnx"))
+    code, err = _cli(["classify", str(photo), "--model", str(folder), "--device", "cpu"], capsys)
+    err = err.splitlines()[-1] if err else err
+    reliability.record(CATEGORY, f"classify --model: a model stamped {what}", "'needs a newer ONNX Runtime'", err)
+    assert code == 2, err
+    assert "needs a newer ONNX Runtime" in err and words in err and "could not be read" not in err
