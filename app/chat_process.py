@@ -276,6 +276,9 @@ def serve(conn: Any, cancel_event: Any) -> None:
     root = logging.getLogger()
     root.handlers[:] = [_PipeLogHandler(conn)]
     root.setLevel(logging.INFO)
+    from app import model_trials
+
+    model_trials.configure(in_child=True)
     session = ChatSession()
     token = _EventToken(cancel_event)
     while True:

@@ -172,6 +172,12 @@ class Host(QObject):
 
 class DevicesWorker(Worker):
     devices_found = Signal(object)  # engines.runtime.devices.DiscoveryReport
+    download_progress = Signal(str, float)  # EP name, 0..1
+    downloaded = Signal(object)  # list of engines.runtime.catalog.PrepareResult
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cancel_download = threading.Event()  # set from the GUI thread
 
     @Slot()
     def discover(self) -> None:
@@ -183,22 +189,57 @@ class DevicesWorker(Worker):
 
         self.run_job("device discovery", job)
 
+    @Slot(list)
+    def download_eps(self, names: list[str]) -> None:
+        """Windows ML's EP download, asked for by the user (the view asked for consent first); then the
+        devices are discovered again so the new EPs are registered and listed."""
+
+        def job() -> None:
+            from engines.runtime.catalog import download_eps
+            from engines.runtime.devices import discover
+
+            self.cancel_download.clear()
+            emit(self.status, "Downloading execution providers from Windows Update…")
+            results = download_eps(
+                names, consent=True, cancel=self.cancel_download,
+                on_progress=lambda ep, value: emit(self.download_progress, ep, value),
+            )
+            emit(self.downloaded, results)
+            emit(self.devices_found, discover())
+
+        self.run_job("execution provider download", job)
+
 
 class DevicesHost(Host):
     worker: DevicesWorker
     devices_found = Signal(object)
-    RELAYED = ("devices_found",)
+    download_progress = Signal(str, float)
+    downloaded = Signal(object)
+    RELAYED = ("devices_found", "download_progress", "downloaded")
     _discover = Signal()
+    _download = Signal(list)
 
     def __init__(self, parent: QObject | None = None) -> None:
         worker = DevicesWorker()
         super().__init__(worker, "devices-host", parent)
         self.worker = worker
         self._discover.connect(self.worker.discover)
+        self._download.connect(self.worker.download_eps)
 
     def discover(self) -> None:
         self.start()
         emit(self._discover)
+
+    def download_eps(self, names: list[str]) -> None:
+        self.start()
+        emit(self._download, list(names))
+
+    def cancel_download(self) -> None:
+        self.worker.cancel_download.set()
+
+    def shutdown(self, timeout_ms: int = SHUTDOWN_TIMEOUT_MS) -> bool:
+        self.worker.cancel_download.set()  # a download in progress is cancelled, not waited for
+        return super().shutdown(timeout_ms)
 
 
 # --------------------------------------------------------------------------------------------

@@ -36,6 +36,7 @@ from engines.chat.model import (
 )
 from engines.chat.types import Answer, ChatMessage, ChatOptions, GenerationStats, StopReason
 from engines.errors import ContextOverflowError, GenerationError, ModelError, StudioError
+from engines.models import trial
 from engines.runtime.fallback import note_failure
 from engines.types import CancelToken, DeviceChoice, Placement, short_ep_name
 
@@ -199,6 +200,8 @@ class ChatModel:
                 f"{info.name} needs more memory than this machine has: {fit.message()}",
                 "Choose a smaller model (an int4 variant) or a shorter context.",
             )
+        # Before onnxruntime-genai runs the model or its template in this process: once, in a bounded child.
+        trial.ensure_tried(info.path, trial.CHAT)
         plan = plan_providers(info, choice, chat_devices(available))
         og = genai()
         model, plan = load_native_model(og, info, plan, strict=choice.strict)
