@@ -594,7 +594,7 @@ class ChatView(QWidget):
         """Chip, state banners and status from the current inputs (see ui.chat_state)."""
         state = derive(self.inputs)
         if state.placement is not None:
-            self.model_badge.set_placement(state.placement, self.inputs.choice.describe())
+            self.model_badge.set_placement(state.placement)  # asked: what the model was loaded for
         else:
             self.model_badge.set_state(state.chip_kind, state.chip_text, state.chip_details)
         wanted = {(b.message, b.hint): b for b in state.banners}
@@ -799,7 +799,7 @@ class ChatView(QWidget):
         state = {"cancelled": "stopped", "error": "error"}.get(message.stop_reason, "")
         actions = ("copy",)
         if is_last:
-            can_continue = message.stop_reason == "length" and message.id >= 0
+            can_continue = message.stop_reason in ("length", "cancelled") and message.id >= 0
             actions = ("copy", "continue", "regenerate") if can_continue else ("copy", "regenerate")
         return Entry(
             message.id,
