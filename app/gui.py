@@ -398,17 +398,11 @@ class Studio(QObject):
 
     @staticmethod
     def _device_failed(error: object) -> bool:
-        """Whether a failure came from the device (lost, out of memory, driver), not the input or model."""
-        from engines.errors import DeviceUnavailableError, SessionCreationError
-        from engines.runtime.failures import diagnose
+        """Whether a failure came from the device (lost, out of memory, driver), not the input or model:
+        the error's own fields say so (they cross the chat process pipe intact)."""
+        from engines.errors import DeviceUnavailableError
 
-        message = getattr(error, "message", str(error))
-        found = diagnose(RuntimeError(message))
-        return (
-            found.device_lost
-            or isinstance(error, DeviceUnavailableError)
-            or (isinstance(found.error, DeviceUnavailableError | SessionCreationError) and found.code != "")
-        )
+        return bool(getattr(error, "device_failure", False)) or isinstance(error, DeviceUnavailableError)
 
     def _retry_chat_on_cpu(self) -> None:
         """The device failed mid-answer: the chat moves to the CPU and the answer is written again."""

@@ -408,6 +408,7 @@ class ChatWorker(Worker):
         in_process = loader is not None or in_process_requested()
         self._session = ChatSession(loader) if in_process else None
         self._process = None if in_process else ChatProcess()
+        self._ep = ""  # the EP the loaded chat model runs on
         self.updates = 0  # text_generated emissions (tests and benchmarks)
 
     @property
@@ -444,6 +445,7 @@ class ChatWorker(Worker):
                 info = self._session.load(folder, choice, lambda text: emit(self.status, text))
             else:
                 info = self._remote(("load", folder, choice))
+            self._ep = str(info.get("ep", "") or "")
             emit(self.model_loaded, info)
 
         self.run_job("chat model load", job)
@@ -462,8 +464,21 @@ class ChatWorker(Worker):
         """kind: send | regenerate | edit | continue."""
 
         def job() -> None:
+            try:
+                data = answer()
+            except StudioError as exc:
+                # The one fallback path, on this side of the pipe too: the error's fields (not its
+                # words) say whether the device failed; such a device is not planned again this run.
+                from engines.runtime.fallback import note_failure
+
+                if exc.device_failure and self._ep:
+                    note_failure(exc, self._ep)
+                raise
+            emit(self.cancelled if data.get("stop_reason") == "cancelled" else self.generation_finished, data)
+
+        def answer() -> dict[str, Any]:
             if self._session is not None:
-                data = self._session.generate(
+                return self._session.generate(
                     kind,
                     conversation_id,
                     text,
@@ -474,10 +489,8 @@ class ChatWorker(Worker):
                     on_text=self._publish,
                     cancel=cancel,
                 )
-            else:
-                message = ("generate", kind, conversation_id, text, list(history), system_prompt, dict(overrides))
-                data = self._remote(message, cancel)
-            emit(self.cancelled if data.get("stop_reason") == "cancelled" else self.generation_finished, data)
+            message = ("generate", kind, conversation_id, text, list(history), system_prompt, dict(overrides))
+            return dict(self._remote(message, cancel))
 
         self.run_job("chat generation", job)
 
