@@ -33,7 +33,7 @@ MAX_UI_UPDATES_PER_SECOND = 60
 History = list[tuple[str, str]]  # (role, text) of the turns the engine should hold before a request
 Loader = Callable[[Path, DeviceChoice], Any]
 Event = tuple[Any, ...]  # ("status", text) | ("loaded", info) | ("started", id) | ("text", piece) | ...
-TERMINAL = {"loaded", "finished", "failed", "ok"}
+TERMINAL = {"loaded", "finished", "failed", "ok", "counted"}
 
 
 class TextCoalescer:
@@ -204,7 +204,8 @@ class ChatSession:
         on_text: Callable[[str], None],
         cancel: Any,
     ) -> dict[str, Any]:
-        """kind: send | regenerate | edit. Returns GenerationStats.as_dict() + model and final text."""
+        """kind: send | regenerate | edit | continue. Returns GenerationStats.as_dict() + model and the
+        final text (for continue: the whole answer, the earlier part included)."""
         options = chat_options(overrides)
         conversation = self._conversation(conversation_id, history, system_prompt, options)
         on_started(conversation_id)
@@ -216,6 +217,8 @@ class ChatSession:
                 stats = conversation.regenerate(coalescer.push, cancel)
             elif kind == "edit":
                 stats = conversation.edit_last(text, coalescer.push, cancel)
+            elif kind == "continue":
+                stats = conversation.continue_last(coalescer.push, cancel)
             else:
                 raise GenerationError(f"Unknown chat request '{kind}'.")
         finally:
@@ -224,6 +227,11 @@ class ChatSession:
         data["model"] = self.info.get("name", "")
         data["text"] = conversation.messages[-1].content if conversation.messages else ""
         return data
+
+    def count_tokens(self, text: str) -> int | None:
+        """Tokens of `text` with the loaded model's tokenizer (None: no model, or it cannot say)."""
+        encode = getattr(self._model, "encode", None)
+        return len(encode(text)) if callable(encode) else None
 
     def forget(self, conversation_id: int) -> None:
         conversation = self._conversations.pop(conversation_id, None)
@@ -304,6 +312,8 @@ def serve(conn: Any, cancel_event: Any) -> None:
             elif op == "forget":
                 session.forget(request[1])
                 conn.send(("ok",))
+            elif op == "count":
+                conn.send(("counted", session.count_tokens(request[1])))
             else:
                 conn.send(("failed", error_payload(GenerationError(f"Unknown request '{op}'."))))
         except Exception as exc:

@@ -119,6 +119,8 @@ class Studio(QObject):
         self.chat_view = ChatView(
             self.store, self.choice_model, self.settings.system_prompt, dict(self.settings.chat_options)
         )
+        self.chat_view.set_enter_sends(self.settings.chat_enter_sends)
+        self.chat_view.reopen(self.settings.last_conversation)
         self.window.add_view("devices", "Devices", "devices", self.devices_view)
         self.window.add_view("classify", "Classify", "classify", self.classify_view)
         self.window.add_view("chat", "Chat", "chat", self.chat_view)
@@ -212,6 +214,10 @@ class Studio(QObject):
         ch.stop_requested.connect(self.chat.cancel)
         ch.forget_requested.connect(self.chat.forget)
         ch.settings_changed.connect(self._on_chat_settings)
+        ch.enter_sends_changed.connect(self._on_chat_enter_sends)
+        ch.count_requested.connect(self.chat.count_tokens)
+        self.chat.tokens_counted.connect(ch.on_tokens_counted)
+        ch.conversation_changed.connect(self._on_chat_conversation)
         self.chat.status.connect(lambda t: w.set_status("chat", t))
         self.chat.status.connect(lambda t: ch.show_model_loading(t) if t else None)
         self.chat.model_loaded.connect(ch.on_model_loaded)
@@ -442,6 +448,15 @@ class Studio(QObject):
         self.settings.system_prompt = prompt
         self.settings.chat_options = dict(options)
         self.schedule_save()
+
+    def _on_chat_enter_sends(self, enter_sends: bool) -> None:
+        self.settings.chat_enter_sends = enter_sends
+        self.schedule_save()
+
+    def _on_chat_conversation(self, conversation_id: int) -> None:
+        if conversation_id != self.settings.last_conversation:
+            self.settings.last_conversation = conversation_id
+            self.schedule_save()
 
     def _on_allow_downloads(self, allowed: bool) -> None:
         changed = allowed != self.settings.allow_downloads

@@ -360,6 +360,7 @@ class ChatWorker(Worker):
     text_generated = Signal(str)  # coalesced pieces of the answer
     generation_finished = Signal(object)  # GenerationStats.as_dict() + model identity and final text
     cancelled = Signal(object)  # same as finished, stop_reason "cancelled"
+    tokens_counted = Signal(str, int)  # a draft and its token count with the loaded model's tokenizer
 
     def __init__(self, loader: Callable[[Path, DeviceChoice], Any] | None = None) -> None:
         super().__init__()
@@ -417,7 +418,7 @@ class ChatWorker(Worker):
         overrides: dict[str, Any],
         cancel: CancelToken,
     ) -> None:
-        """kind: send | regenerate | edit."""
+        """kind: send | regenerate | edit | continue."""
 
         def job() -> None:
             if self._session is not None:
@@ -438,6 +439,25 @@ class ChatWorker(Worker):
             emit(self.cancelled if data.get("stop_reason") == "cancelled" else self.generation_finished, data)
 
         self.run_job("chat generation", job)
+
+    @Slot(str)
+    def count(self, text: str) -> None:
+        """Count a draft's tokens. Best effort: no model, or a failure, gives no count (the view keeps
+        its estimate), never an error banner."""
+        if self.closing.is_set():
+            return
+        try:
+            if self._session is not None:
+                tokens = self._session.count_tokens(text)
+            elif self._process is not None and self._process.alive:
+                tokens = self._remote(("count", text))
+            else:
+                tokens = None
+        except Exception as exc:  # a count is a hint; the send path reports real problems
+            log.debug("token count failed: %s", exc)
+            return
+        if isinstance(tokens, int):
+            emit(self.tokens_counted, text, tokens)
 
     @Slot(int)
     def forget(self, conversation_id: int) -> None:
@@ -464,10 +484,19 @@ class ChatHost(Host):
     text_generated = Signal(str)
     generation_finished = Signal(object)
     cancelled = Signal(object)
-    RELAYED = ("model_loaded", "generation_started", "text_generated", "generation_finished", "cancelled")
+    tokens_counted = Signal(str, int)
+    RELAYED = (
+        "model_loaded",
+        "generation_started",
+        "text_generated",
+        "generation_finished",
+        "cancelled",
+        "tokens_counted",
+    )
     _load = Signal(str, object)
     _generate = Signal(str, int, str, object, str, object, object)
     _forget = Signal(int)
+    _count = Signal(str)
 
     def __init__(
         self, loader: Callable[[Path, DeviceChoice], Any] | None = None, parent: QObject | None = None
@@ -478,6 +507,7 @@ class ChatHost(Host):
         self._load.connect(w.load)
         self._generate.connect(w.generate)
         self._forget.connect(w.forget)
+        self._count.connect(w.count)
 
     def load(self, folder: str | Path, choice: DeviceChoice) -> None:
         self.start()
@@ -508,3 +538,8 @@ class ChatHost(Host):
     def forget(self, conversation_id: int) -> None:
         if self.qthread.isRunning():
             emit(self._forget, conversation_id)
+
+    def count_tokens(self, text: str) -> None:
+        """Count a draft with the loaded model's tokenizer (answered by `tokens_counted`)."""
+        if self.qthread.isRunning():
+            emit(self._count, text)

@@ -57,6 +57,8 @@ class Settings:
     top_k: int = 5
     allow_downloads: bool = False  # offline demos: no network unless the user turns this on
     last_open_dir: str = ""
+    chat_enter_sends: bool = True  # False: Enter starts a new line and Ctrl+Enter sends
+    last_conversation: int = 0  # the conversation on screen when the app closed (0: none)
 
 
 def settings_path() -> Path:
@@ -113,6 +115,8 @@ VALIDATORS: dict[str, Callable[[object], bool]] = {
     "top_k": _is_top_k,
     "allow_downloads": _is_bool,
     "last_open_dir": _is_str,
+    "chat_enter_sends": _is_bool,
+    "last_conversation": lambda value: isinstance(value, int) and not isinstance(value, bool) and value >= 0,
 }
 
 

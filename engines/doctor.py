@@ -48,6 +48,8 @@ PACKAGES = (
     "onnxruntime-genai",
     "onnxruntime-genai-directml",
     "onnxruntime-genai-winml",
+    "windowsml",
+    "onnxruntime-ep-openvino",
     "numpy",
     "pillow",
     "PySide6-Essentials",
@@ -160,9 +162,35 @@ class DoctorReport:
                 f"Compiled-model cache: {len(cached['entries'])} entries, {cached['bytes'] / 1e6:.1f} MB "
                 f"({cached['folder']})"
             )
+        builds = v.get("onnxruntime_distributions", [])
+        if len(builds) > 1:
+            lines.append(
+                f"PROBLEM: {len(builds)} ONNX Runtime builds are installed ({', '.join(builds)}); they overwrite "
+                "each other's files. Reinstall NPU Studio."
+            )
+        cat = self.discovery.catalog
+        if cat.available:
+            offered = ", ".join(f"{p.name} {p.version} ({p.state.value})" for p in cat.providers) or "none"
+            lines.append(f"Windows ML catalog (windowsml {cat.version}, Windows build {cat.windows_build}): {offered}")
+            if cat.reason:
+                lines.append(f"  {cat.reason}")
+        else:
+            lines.append(f"Windows ML catalog: not used. {cat.reason}")
         for plugin in self.discovery.plugins:
-            state = "registered" if plugin.registered else ("failed to load" if plugin.installed else "not installed")
-            lines.append(f"Plugin EP {plugin.package}: {state}" + (f" ({plugin.error})" if plugin.error else ""))
+            if plugin.registered:
+                state = "registered"
+            elif plugin.error:
+                state = "failed to load"
+            elif plugin.source == "Windows ML catalog":
+                state = plugin.state or "not registered"
+            else:
+                state = "installed, not used" if plugin.installed else "not installed"
+            version = f" {plugin.version}" if plugin.version else ""
+            detail = plugin.error or plugin.note
+            lines.append(
+                f"Plugin EP {short_ep_name(plugin.ep)}{version} from {plugin.package}: {state}"
+                + (f" ({detail})" if detail else "")
+            )
         lines += ["", "Devices:"]
         for d in self.discovery.devices:
             mark = "✔" if d.usable else "✘"
@@ -171,6 +199,8 @@ class DoctorReport:
                 extra.append(f"EP {d.ep_version}")
             if d.driver_version:
                 extra.append(f"driver {d.driver_version}")
+            if d.source:
+                extra.insert(0, d.source)
             lines.append(f"  {mark} {d.type.value:<3} {d.title()}" + (f" — {', '.join(extra)}" if extra else ""))
             if not d.usable:
                 lines.append(f"        unavailable: {d.reason}")
@@ -195,6 +225,17 @@ def _package_version(name: str) -> str:
         return ""
 
 
+# Distributions that each install a whole ONNX Runtime as the `onnxruntime` package.
+ORT_DISTRIBUTIONS = (
+    "onnxruntime", "onnxruntime-windowsml", "onnxruntime-directml", "onnxruntime-gpu", "onnxruntime-openvino",
+)
+
+
+def ort_distributions() -> list[str]:
+    """The installed distributions that write `onnxruntime/` (exactly one in a sound install)."""
+    return [f"{name} {version}" for name in ORT_DISTRIBUTIONS if (version := _package_version(name))]
+
+
 def collect_versions(report: DiscoveryReport) -> dict[str, Any]:
     ort = runtime.ort()
     build = ""
@@ -211,6 +252,8 @@ def collect_versions(report: DiscoveryReport) -> dict[str, Any]:
         "onnxruntime": runtime.version(),
         "onnxruntime_build": build,
         "packages": {name: _package_version(name) for name in PACKAGES},
+        "onnxruntime_distributions": ort_distributions(),
+        "windows_ml": report.catalog.as_dict(),
         "qnn_sdk": qnn_sdk_version(runtime.qnn_plugin()),
         "drivers": {
             f"{d.type.value} {d.ep}": d.driver_version for d in report.devices if d.driver_version

@@ -62,6 +62,12 @@ class GenerationError(StudioError):
     code = "generation"
 
 
+class ContextOverflowError(GenerationError):
+    """A message (with the system prompt) is longer than the model's whole context window."""
+
+    code = "context-overflow"
+
+
 class StorageError(StudioError):
     """Settings or conversations could not be read or written."""
 

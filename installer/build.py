@@ -39,6 +39,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from installer import resolve, wix
+from installer import wheels as wheel_records
 from installer.product import ARCH_TO_TARGET, ARCHES, Product, load_product
 
 REPO = Path(__file__).resolve().parent.parent
@@ -52,6 +53,7 @@ DEFAULT_PYTHON = "3.12"
 # assets/ entries that are build-time only or handled separately
 ASSET_EXCLUDES = {"models", "recipes"}
 APT_LINE = "apt-get install -y wixl msitools"
+DOWNLOAD_TIMEOUT_S = 1200
 
 
 class BuildError(Exception):
@@ -109,7 +111,10 @@ def _resolution_cache_path(cache: Path, target: str, python: str, requirements: 
 def _load_cached_resolution(path: Path) -> resolve.Resolution | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        packages = [resolve.ResolvedPackage(**p) for p in data["packages"]]
+        packages = [
+            resolve.ResolvedPackage(**{**p, "requires_dist": tuple(p.get("requires_dist", ()))})
+            for p in data["packages"]
+        ]
         return resolve.Resolution(
             target=data["target"],
             python_version=data["python_version"],
@@ -131,6 +136,8 @@ def resolve_and_download(
     """Resolve the Windows runtime set for `arch` and return the wheels, downloading only what is missing."""
     target = ARCH_TO_TARGET[arch]
     requirements = resolve.requirements_for(resolve.TARGETS[target], python)
+    no_deps = resolve.requirements_for(resolve.TARGETS[target], python, no_deps=True)
+    requirements += [f"{r} (--no-deps)" for r in no_deps]
     cached_path = _resolution_cache_path(cache, target, python, requirements)
     wheel_dir = cache / "wheels"
     wheel_dir.mkdir(parents=True, exist_ok=True)
@@ -170,7 +177,10 @@ def resolve_and_download(
             "--disable-pip-version-check",
             *(f"{p.name}=={p.version}" for p in missing),
         ]
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=DOWNLOAD_TIMEOUT_S)
+        except subprocess.TimeoutExpired as exc:
+            raise BuildError(f"pip download for {target} did not finish in {DOWNLOAD_TIMEOUT_S} s") from exc
         if proc.returncode != 0:
             raise BuildError(f"pip download failed for {target}: {proc.stderr.strip()[-1500:]}")
     bad = [p.filename for p in resolution.packages if not _wheel_ok(wheel_dir / p.filename, p)]
@@ -354,6 +364,7 @@ def stage_wheels(
     with Timer("resolve + download (cached wheels are reused)") as t:
         resolution, wheels = resolve_and_download(arch, python, cache, offline)
     timings["resolve_download_s"] = round(t.seconds, 2)
+    check_one_writer_per_file(wheels)
     if payload.exists():
         shutil.rmtree(payload)
     internal = payload / "_internal"
@@ -382,6 +393,19 @@ def stage_wheels(
     }
     write_payload_info(payload, info)
     return {**info, "timings": timings}
+
+
+def check_one_writer_per_file(wheel_files: Sequence[Path]) -> None:
+    """Refuse a payload in which two wheels write the same file (above all, two ONNX Runtimes writing
+    `onnxruntime/`): unpacked in order, the last one would silently win."""
+    records = [wheel_records.read_record(w) for w in wheel_files]
+    ort_writers = wheel_records.writers_of(records, "onnxruntime")
+    if len(ort_writers) != 1:
+        raise BuildError(f"exactly one wheel must write onnxruntime/, got {len(ort_writers)}: {', '.join(ort_writers)}")
+    shared = wheel_records.collisions(records)
+    if shared:
+        sample = "; ".join(f"{path} ({', '.join(dists)})" for path, dists in list(shared.items())[:5])
+        raise BuildError(f"{len(shared)} file(s) would be written by more than one wheel: {sample}")
 
 
 def installed_runtime_problems(arch: str) -> list[str]:
@@ -426,6 +450,13 @@ def stage_frozen(arch: str, payload: Path, models_dir: Path, install: bool, icon
                 ],
                 check=True,
             )
+        no_deps = resolve.requirements_for(resolve.TARGETS[ARCH_TO_TARGET[arch]], python, no_deps=True)
+        if no_deps:
+            # These declare plain `onnxruntime`, which would be installed over the Windows ML build.
+            with Timer("pip install --no-deps the plugin EPs"):
+                subprocess.run(
+                    [sys.executable, "-m", "pip", "install", "--only-binary=:all:", "--no-deps", *no_deps], check=True
+                )
     problems = installed_runtime_problems(arch)
     if problems:
         raise BuildError(f"this environment's runtime set is wrong for {arch}: {'; '.join(problems)}")

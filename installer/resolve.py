@@ -59,7 +59,14 @@ QNN_PLUGIN_SPEC = SpecifierSet(">=2")
 GENAI_BUILDS = frozenset(
     {"onnxruntime-genai", "onnxruntime-genai-directml", "onnxruntime-genai-cuda", "onnxruntime-genai-winml"}
 )
-FORBIDDEN = frozenset({"onnxruntime-windowsml", "onnxruntime-genai-winml"})
+# The import package every whole ORT build writes: a requirement on this name is met by whichever build it is.
+ORT_IMPORT_NAME = "onnxruntime"
+WINDOWS_FORBIDDEN = frozenset(
+    {"onnxruntime", "onnxruntime-directml", "onnxruntime-genai", "onnxruntime-genai-directml", "onnxruntime-openvino"}
+)
+NON_WINDOWS_FORBIDDEN = frozenset({"onnxruntime-windowsml", "onnxruntime-genai-winml", "windowsml"})
+# Windows ML build: a whole ORT whose version carries a build stamp (1.30.0.202609102321).
+WINDOWSML_ORT = "==1.30.0.202609102321"
 
 
 @dataclass(frozen=True)
@@ -74,6 +81,7 @@ class Target:
     os_name: str
     # name -> version specifier the resolution must satisfy ("" = any version)
     expected: Mapping[str, str]
+    forbidden: frozenset[str] = frozenset()
 
     def marker_environment(self, python_version: str) -> dict[str, str]:
         env: dict[str, str] = {key: str(value) for key, value in default_environment().items()}
@@ -105,7 +113,13 @@ TARGETS: dict[str, Target] = {
         platform_machine="ARM64",
         platform_system="Windows",
         os_name="nt",
-        expected={"onnxruntime": "", "onnxruntime-qnn": ">=2", "onnxruntime-genai": ""},
+        expected={
+            "onnxruntime-windowsml": WINDOWSML_ORT,
+            "onnxruntime-genai-winml": "==0.18.0",
+            "windowsml": "",
+            "onnxruntime-qnn": ">=2",
+        },
+        forbidden=WINDOWS_FORBIDDEN | {"onnxruntime-ep-openvino"},
     ),
     "win_amd64": Target(
         name="win_amd64",
@@ -114,7 +128,13 @@ TARGETS: dict[str, Target] = {
         platform_machine="AMD64",
         platform_system="Windows",
         os_name="nt",
-        expected={"onnxruntime-directml": "==1.24.4", "onnxruntime-genai-directml": "==0.13.1"},
+        expected={
+            "onnxruntime-windowsml": WINDOWSML_ORT,
+            "onnxruntime-genai-winml": "==0.18.0",
+            "windowsml": "",
+            "onnxruntime-ep-openvino": "",
+        },
+        forbidden=WINDOWS_FORBIDDEN | {"onnxruntime-qnn"},
     ),
     "linux_x86_64": Target(
         name="linux_x86_64",
@@ -128,7 +148,8 @@ TARGETS: dict[str, Target] = {
         platform_machine="x86_64",
         platform_system="Linux",
         os_name="posix",
-        expected={"onnxruntime": "", "onnxruntime-genai": ""},
+        expected={"onnxruntime": "==1.32.0", "onnxruntime-genai": "==0.18.0", "onnxruntime-ep-openvino": ""},
+        forbidden=NON_WINDOWS_FORBIDDEN | {"onnxruntime-qnn", "onnxruntime-directml", "onnxruntime-gpu"},
     ),
 }
 
@@ -158,6 +179,8 @@ class ResolvedPackage:
     filename: str
     url: str
     sha256: str | None
+    no_deps: bool = False  # installed with --no-deps (its declared dependencies are checked, not installed)
+    requires_dist: tuple[str, ...] = ()  # only kept for no-deps packages
 
 
 @dataclass
@@ -194,17 +217,36 @@ def load_dependencies(pyproject: Path = PYPROJECT, extras: tuple[str, ...] = SHI
     return [Requirement(line) for line in lines]
 
 
+def load_no_deps(pyproject: Path = PYPROJECT) -> list[Requirement]:
+    """`[tool.npu-studio] no-deps-dependencies`: installed with --no-deps after the dependencies."""
+    with pyproject.open("rb") as fh:
+        data = tomllib.load(fh)
+    lines = data.get("tool", {}).get("npu-studio", {}).get("no-deps-dependencies", [])
+    return [Requirement(line) for line in lines]
+
+
+def load_unused(pyproject: Path = PYPROJECT) -> dict[str, frozenset[str]]:
+    """`[tool.npu-studio] no-deps-unused`: requirements a no-deps package declares but never imports."""
+    with pyproject.open("rb") as fh:
+        data = tomllib.load(fh)
+    table = data.get("tool", {}).get("npu-studio", {}).get("no-deps-unused", {})
+    return {canonicalize_name(k): frozenset(canonicalize_name(n) for n in v) for k, v in table.items()}
+
+
 def project_version(pyproject: Path = PYPROJECT) -> str:
     with pyproject.open("rb") as fh:
         return str(tomllib.load(fh)["project"]["version"])
 
 
-def requirements_for(target: Target, python_version: str, pyproject: Path = PYPROJECT) -> list[str]:
-    """The project's dependencies whose markers hold on `target`, with the markers removed."""
+def requirements_for(
+    target: Target, python_version: str, pyproject: Path = PYPROJECT, *, no_deps: bool = False
+) -> list[str]:
+    """The project's dependencies (or, with `no_deps`, its no-deps dependencies) whose markers hold on
+    `target`, with the markers removed."""
     env = target.marker_environment(python_version)
     env["extra"] = ""
     out: list[str] = []
-    for req in load_dependencies(pyproject):
+    for req in load_no_deps(pyproject) if no_deps else load_dependencies(pyproject):
         if req.marker is not None and not req.marker.evaluate(env):
             continue
         plain = Requirement(str(req))
@@ -256,7 +298,12 @@ _NETWORK_ERROR = re.compile(
 
 
 def pip_command(
-    target: Target, python_version: str, requirements: Sequence[str], report: Path, target_dir: Path
+    target: Target,
+    python_version: str,
+    requirements: Sequence[str],
+    report: Path,
+    target_dir: Path,
+    no_deps: bool = False,
 ) -> list[str]:
     return [
         sys.executable,
@@ -277,11 +324,12 @@ def pip_command(
         str(report),
         "--quiet",
         "--disable-pip-version-check",
+        *(["--no-deps"] if no_deps else []),
         *requirements,
     ]
 
 
-def parse_report(report: Mapping[str, object]) -> list[ResolvedPackage]:
+def parse_report(report: Mapping[str, object], no_deps: bool = False) -> list[ResolvedPackage]:
     packages: list[ResolvedPackage] = []
     installs = report.get("install", [])
     assert isinstance(installs, list)
@@ -297,12 +345,55 @@ def parse_report(report: Mapping[str, object]) -> list[ResolvedPackage]:
                 filename=url.rsplit("/", 1)[-1].split("#", 1)[0],
                 url=url,
                 sha256=hashes.get("sha256"),
+                no_deps=no_deps,
+                requires_dist=tuple(str(r) for r in meta.get("requires_dist", []) or ()) if no_deps else (),
             )
         )
     return sorted(packages, key=lambda p: p.name)
 
 
-def check_packages(target: Target, packages: Sequence[ResolvedPackage]) -> list[str]:
+def unmet_requirements(
+    target: Target,
+    python_version: str,
+    packages: Sequence[ResolvedPackage],
+    unused: Mapping[str, frozenset[str]] | None = None,
+) -> list[str]:
+    """What the no-deps packages declare and the resolved set does not give them.
+
+    A requirement on `onnxruntime` is met by the one whole ORT build, whatever its distribution name
+    (onnxruntime-windowsml installs the same `onnxruntime` package)."""
+    env = target.marker_environment(python_version)
+    env["extra"] = ""
+    versions = {p.name: p.version for p in packages}
+    ort = [p for p in packages if p.name in WHOLE_ORT_BUILDS]
+    skip = load_unused() if unused is None else unused
+    problems: list[str] = []
+    for pkg in packages:
+        for line in pkg.requires_dist:
+            req = Requirement(line)
+            if req.marker is not None and not req.marker.evaluate(env):
+                continue
+            name = canonicalize_name(req.name)
+            if name in skip.get(pkg.name, frozenset()):
+                continue
+            if name == ORT_IMPORT_NAME and len(ort) == 1:
+                have: str | None = ort[0].version
+                given_by = ort[0].name
+            else:
+                have, given_by = versions.get(name), name
+            if have is None:
+                problems.append(f"{pkg.name} {pkg.version} needs {req} and nothing in the set provides it")
+            elif req.specifier and not req.specifier.contains(have, prereleases=True):
+                problems.append(f"{pkg.name} {pkg.version} needs {req}; {given_by} {have} does not satisfy it")
+    return problems
+
+
+def check_packages(
+    target: Target,
+    packages: Sequence[ResolvedPackage],
+    python_version: str = DEFAULT_PYTHON_VERSION,
+    unused: Mapping[str, frozenset[str]] | None = None,
+) -> list[str]:
     """What is wrong with a resolved set for `target` (empty list = fine)."""
     versions = {p.name: p.version for p in packages}
     problems: list[str] = []
@@ -314,28 +405,21 @@ def check_packages(target: Target, packages: Sequence[ResolvedPackage]) -> list[
     genai = sorted(name for name in versions if name in GENAI_BUILDS)
     if len(genai) != 1:
         problems.append(f"expected exactly one onnxruntime-genai build, got {', '.join(genai) or 'none'}")
-    for name in sorted(FORBIDDEN & versions.keys()):
+    for name in sorted(target.forbidden & versions.keys()):
         problems.append(f"{name} must not be installed on {target.name}")
     for name, spec in target.expected.items():
         if name not in versions:
             problems.append(f"{name} is missing")
-        elif spec and versions[name] not in SpecifierSet(spec):
+        elif spec and not SpecifierSet(spec).contains(versions[name], prereleases=True):
             problems.append(f"{name} {versions[name]} does not satisfy {spec}")
+    problems.extend(unmet_requirements(target, python_version, packages, unused))
     return problems
 
 
-def resolve(
-    target: Target | str,
-    python_version: str = DEFAULT_PYTHON_VERSION,
-    pyproject: Path = PYPROJECT,
-    timeout: float = 600.0,
-) -> Resolution:
-    """Resolve `target` with pip's dry-run and check the result. Raises ResolutionError when pip fails."""
-    tgt = TARGETS[target] if isinstance(target, str) else target
-    requirements = requirements_for(tgt, python_version, pyproject)
+def _dry_run(tgt: Target, python_version: str, requirements: list[str], timeout: float, no_deps: bool) -> dict:
     with tempfile.TemporaryDirectory(prefix="npu-studio-resolve-") as tmp:
         report_path = Path(tmp) / "report.json"
-        cmd = pip_command(tgt, python_version, requirements, report_path, Path(tmp) / "target")
+        cmd = pip_command(tgt, python_version, requirements, report_path, Path(tmp) / "target", no_deps)
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
         except subprocess.TimeoutExpired as exc:
@@ -355,14 +439,36 @@ def resolve(
                 f"pip could not resolve {tgt.name} (python {python_version}): {detail}",
                 registry_unreachable=unreachable,
             )
-        report = json.loads(report_path.read_text(encoding="utf-8"))
-    packages = parse_report(report)
+        data: dict = json.loads(report_path.read_text(encoding="utf-8"))
+        return data
+
+
+def resolve(
+    target: Target | str,
+    python_version: str = DEFAULT_PYTHON_VERSION,
+    pyproject: Path = PYPROJECT,
+    timeout: float = 600.0,
+) -> Resolution:
+    """Resolve `target` with pip's dry-run and check the result. Raises ResolutionError when pip fails.
+
+    The no-deps dependencies are resolved on their own with --no-deps (as they are installed) and their
+    declared dependencies checked against the main set."""
+    tgt = TARGETS[target] if isinstance(target, str) else target
+    requirements = requirements_for(tgt, python_version, pyproject)
+    packages = parse_report(_dry_run(tgt, python_version, requirements, timeout, no_deps=False))
+    extra = requirements_for(tgt, python_version, pyproject, no_deps=True)
+    if extra:
+        main_names = {p.name for p in packages}
+        for pkg in parse_report(_dry_run(tgt, python_version, extra, timeout, no_deps=True), no_deps=True):
+            if pkg.name not in main_names:
+                packages.append(pkg)
+        packages.sort(key=lambda p: p.name)
     return Resolution(
         target=tgt.name,
         python_version=python_version,
-        requirements=requirements,
+        requirements=requirements + [f"{r} (--no-deps)" for r in extra],
         packages=packages,
-        problems=check_packages(tgt, packages),
+        problems=check_packages(tgt, packages, python_version, load_unused(pyproject)),
     )
 
 
@@ -371,7 +477,8 @@ def _format_table(res: Resolution) -> str:
     width = max((len(p.name) for p in res.packages), default=10)
     for pkg in res.packages:
         mark = "*" if pkg.name in WHOLE_ORT_BUILDS | GENAI_BUILDS | {QNN_PLUGIN} else " "
-        lines.append(f"  {mark} {pkg.name:<{width}}  {pkg.version:<12} {pkg.filename}")
+        how = "  (--no-deps)" if pkg.no_deps else ""
+        lines.append(f"  {mark} {pkg.name:<{width}}  {pkg.version:<22} {pkg.filename}{how}")
     lines.extend(f"  problem: {problem}" for problem in res.problems)
     return "\n".join(lines)
 

@@ -1,5 +1,9 @@
-"""Chat: stored conversations, streamed Markdown answers, stop / regenerate / edit / copy, a system
-prompt and generation settings, stats under each answer and a context-usage indicator.
+"""Chat: stored conversations, streamed Markdown answers, stop / regenerate / edit / continue / copy,
+a system prompt and generation settings, stats under each answer, a draft token count and a
+context-usage indicator (ui.chat_composer), starter prompts in an empty chat.
+
+The header chip and the state banners come from one place (ui.chat_state.derive) and are derived
+again after every change of device choice, model, placement, answer and error.
 
 The view owns the conversation store (what is shown is what is saved); generation requests go out
 as `generate_requested` and the chat host's signals come back to the `on_*` slots. An answer is stored
@@ -14,18 +18,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import QCoreApplication, QEvent, Qt, QTimer, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QApplication,
     QFileDialog,
-    QHBoxLayout,
     QLabel,
     QMenu,
     QMessageBox,
-    QPlainTextEdit,
-    QProgressBar,
-    QPushButton,
     QSplitter,
     QToolButton,
     QVBoxLayout,
@@ -34,57 +34,29 @@ from PySide6.QtWidgets import (
 
 from app.qtcompat import emit
 from app.storage import DEFAULT_TITLE, Conversation, ConversationStore, Message
-from engines.errors import StudioError
-from engines.types import Placement, short_ep_name
+from engines.errors import ContextOverflowError, StudioError
+from engines.types import DeviceChoice, Placement, short_ep_name
+from ui.chat_composer import Composer
+from ui.chat_state import ChatInputs, derive
+from ui.chat_text import answer_chip, starter_prompts, stats_line, title_from
 from ui.conversation_list import ConversationList
 from ui.device_picker import DeviceChoiceModel, DevicePicker
 from ui.generation_panel import GenerationPanel
 from ui.icons import icon
+from ui.model_picker import ModelPicker
+from ui.placement_chip import PlacementChip
 from ui.theme import colors
 from ui.transcript import Entry, Transcript
-from ui.widgets import MARGIN, SPACING, BannerArea, Spinner, ViewHeader, muted_label, set_badge
+from ui.widgets import MARGIN, SPACING, Banner, BannerArea, Spinner, ViewHeader, error_text
 
 log = logging.getLogger(__name__)
 
-TITLE_CHARS = 48
 MIN_RENDER_INTERVAL_MS = 16  # streamed text is drawn at most ~60 times a second
+__all__ = ["ChatView", "stats_line", "title_from"]
 
 
-def title_from(text: str) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1].rstrip() + "…"
-
-
-def stats_line(stats: dict[str, Any]) -> str:
-    """ "first token 120 ms · 85.2 tok/s · 64 tokens · CPU" (+ why it stopped, when that matters)."""
-    parts: list[str] = []
-    ttft = stats.get("time_to_first_token_s")
-    if isinstance(ttft, int | float) and ttft > 0:
-        parts.append(f"first token {ttft * 1000:.0f} ms")
-    rate = stats.get("decode_tokens_per_s")
-    if isinstance(rate, int | float) and rate > 0:
-        parts.append(f"{rate:.1f} tok/s")
-    generated = stats.get("generated_tokens")
-    if isinstance(generated, int):
-        parts.append(f"{generated} tokens")
-    ep = stats.get("ep")
-    if isinstance(ep, str) and ep:
-        where = short_ep_name(ep)
-        device = stats.get("device")
-        if isinstance(device, str) and device and device.lower() != where.lower():
-            where += f" ({device})"
-        parts.append(where)
-    reason = stats.get("stop_reason")
-    if reason == "length":
-        parts.append("reached the answer length limit")
-    elif reason == "context":
-        parts.append("context window full")
-    dropped = stats.get("dropped_turns")
-    if isinstance(dropped, int) and dropped:
-        parts.append(f"{dropped} oldest turn(s) left the context")
-    if stats.get("fell_back"):
-        parts.append(f"fell back: {stats.get('fallback_reason', '')}")
-    return " · ".join(parts)
+def tr(text: str) -> str:
+    return QCoreApplication.translate("ChatView", text)
 
 
 class ChatView(QWidget):
@@ -93,6 +65,10 @@ class ChatView(QWidget):
     stop_requested = Signal()
     forget_requested = Signal(int)  # a conversation was deleted: the engine may drop its state
     settings_changed = Signal(str, object)  # default system prompt, option overrides
+    enter_sends_changed = Signal(bool)  # the Enter / Shift+Enter swap
+    conversation_changed = Signal(int)  # the conversation on screen (0: a new, empty chat), to reopen it
+    count_requested = Signal(str)  # count this draft's tokens with the model's tokenizer
+    model_chosen = Signal(str)  # the user picked another chat model of the library
 
     def __init__(
         self,
@@ -114,42 +90,62 @@ class ChatView(QWidget):
         self.edit_target: int | None = None
         self.model_info: dict[str, Any] = {}
         self.last_export_dir = ""
+        self.kind = ""  # the request being answered: send | regenerate | edit | continue
+        self.inputs = ChatInputs(choice=choice_model.choice())
+        self._state_banners: dict[tuple[str, str], Banner] = {}
+        self._dismissed: set[tuple[str, str]] = set()  # state banners the user closed (until the state changes)
+        self._refused_text = ""  # a draft the engine refused (too long): put back into the box
         self._render_timer = QTimer(self)
         self._render_timer.setSingleShot(True)
         self._render_timer.timeout.connect(self._render_stream)
         self._render_interval_ms = MIN_RENDER_INTERVAL_MS
         self._build(choice_model)
+        self._icons_dark = colors().dark
         self.panel.set_prompt(system_prompt)
         self.panel.set_options(options or {})
         self.refresh_list()
         self._update_actions()
+        choice_model.changed.connect(self._on_choice_changed)
+        self.rederive()
 
     # --- layout -----------------------------------------------------------------------------------
     def _build(self, choice_model: DeviceChoiceModel) -> None:
         outer = QVBoxLayout(self)
         outer.setContentsMargins(MARGIN, MARGIN, MARGIN, MARGIN)
         outer.setSpacing(SPACING)
-        self.header = ViewHeader("Chat", "A small language model, running on this machine. Nothing leaves it.")
+        self.header = ViewHeader(tr("Chat"), tr("A small language model, running on this machine. Nothing leaves it."))
+        self.list_button = QToolButton()
+        self.list_button.setIcon(icon("chat"))
+        self.list_button.setCheckable(True)
+        self.list_button.setChecked(True)
+        self.list_button.setToolTip(tr("Show or hide the conversation list"))
+        self.list_button.setAccessibleName(tr("Conversation list"))
+        self.header.controls.addWidget(self.list_button)
         self.model_spinner = Spinner()
         self.header.controls.addWidget(self.model_spinner)
-        self.model_badge = QLabel()
-        set_badge(self.model_badge, "neutral", "Chat model not loaded")
+        self.model_picker = ModelPicker("genai-llm")
+        self.model_picker.model_chosen.connect(self.model_chosen)
+        self.header.controls.addWidget(self.model_picker)
+        self.model_badge = PlacementChip()  # where the chat model runs, derived (see rederive)
+        self.model_badge.setAccessibleName(tr("Where the chat model runs"))
         self.header.controls.addWidget(self.model_badge)
         self.picker = DevicePicker(choice_model, compact=True)
         self.header.controls.addWidget(self.picker)
         self.settings_button = QToolButton()
         self.settings_button.setIcon(icon("sliders"))
-        self.settings_button.setToolTip("System prompt and generation settings")
+        self.settings_button.setToolTip(tr("System prompt and generation settings"))
+        self.settings_button.setAccessibleName(tr("Chat settings"))
         self.settings_button.setCheckable(True)
-        self.settings_button.setChecked(True)
+        self.settings_button.setChecked(False)  # the reading column gets the room; one click opens it
         self.header.controls.addWidget(self.settings_button)
         self.export_button = QToolButton()
         self.export_button.setIcon(icon("export"))
-        self.export_button.setToolTip("Export this conversation")
+        self.export_button.setToolTip(tr("Export this conversation"))
+        self.export_button.setAccessibleName(tr("Export this conversation"))
         self.export_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         menu = QMenu(self.export_button)
-        menu.addAction("Export as Markdown…", lambda: self._export_current("markdown"))
-        menu.addAction("Export as JSON…", lambda: self._export_current("json"))
+        menu.addAction(tr("Export as Markdown…"), lambda: self._export_current("markdown"))
+        menu.addAction(tr("Export as JSON…"), lambda: self._export_current("json"))
         self.export_button.setMenu(menu)
         self.header.controls.addWidget(self.export_button)
         outer.addWidget(self.header)
@@ -165,6 +161,7 @@ class ChatView(QWidget):
         self.conversations.rename_requested.connect(self.rename_conversation)
         self.conversations.delete_requested.connect(lambda i: self.delete_conversation(i, confirm=True))
         self.conversations.export_requested.connect(self.export_dialog)
+        self.list_button.toggled.connect(self.conversations.setVisible)
         splitter.addWidget(self.conversations)
 
         center = QWidget()
@@ -176,61 +173,78 @@ class ChatView(QWidget):
         column.addWidget(self.title)
         self.transcript = Transcript()
         self.transcript.action_triggered.connect(self._on_action)
+        self.transcript.starter_chosen.connect(self.send_text)
+        self.transcript.set_starters(starter_prompts())
         column.addWidget(self.transcript, 1)
-
-        info_row = QHBoxLayout()
-        info_row.setSpacing(8)
-        self.context_label = muted_label("Context: —", word_wrap=False)
-        info_row.addWidget(self.context_label)
-        self.context_bar = QProgressBar()
-        self.context_bar.setTextVisible(False)
-        self.context_bar.setFixedWidth(140)
-        self.context_bar.setFixedHeight(8)
-        self.context_bar.setRange(0, 1)
-        self.context_bar.setValue(0)
-        info_row.addWidget(self.context_bar)
-        info_row.addStretch(1)
-        self.edit_label = muted_label("", word_wrap=False)
-        info_row.addWidget(self.edit_label)
-        self.regenerate_button = QPushButton(icon("regenerate"), "Regenerate")
-        self.regenerate_button.clicked.connect(self.regenerate)
-        info_row.addWidget(self.regenerate_button)
-        self.stop_button = QPushButton(icon("stop"), "Stop")
-        self.stop_button.setToolTip("Stop the answer (Esc)")
-        self.stop_button.clicked.connect(self.stop)
-        info_row.addWidget(self.stop_button)
-        column.addLayout(info_row)
-
-        composer = QHBoxLayout()
-        composer.setSpacing(8)
-        self.input = QPlainTextEdit()
-        self.input.setPlaceholderText("Message the model…  (Ctrl+Enter to send)")
-        self.input.setFixedHeight(76)
-        composer.addWidget(self.input, 1)
-        self.send_button = QPushButton(icon("send", colors().accent_text), "Send")
-        self.send_button.setObjectName("Primary")
-        self.send_button.setToolTip("Send (Ctrl+Enter)")
-        self.send_button.setMinimumHeight(40)
-        self.send_button.clicked.connect(self._send_clicked)
-        composer.addWidget(self.send_button, 0, Qt.AlignmentFlag.AlignBottom)
-        column.addLayout(composer)
+        self.composer = Composer()
+        self.composer.send_clicked.connect(self._send_clicked)
+        self.composer.stop_clicked.connect(self.stop)
+        self.composer.cancel_edit_clicked.connect(self.cancel_edit)
+        self.composer.count_requested.connect(self.count_requested)
+        column.addWidget(self.composer)
+        # The composer's parts, by the names the rest of the app (and its tests) use.
+        self.input = self.composer.input
+        self.send_button = self.composer.send_button
+        self.stop_button = self.composer.stop_button
+        self.context_label = self.composer.context_label
+        self.context_bar = self.composer.context_bar
+        self.edit_label = self.composer.edit_label
         splitter.addWidget(center)
 
         self.panel = GenerationPanel()
         self.panel.changed.connect(self._settings_edited)
+        self.panel.enter_sends_changed.connect(self._enter_sends_edited)
         self.settings_button.toggled.connect(self.panel.setVisible)
+        self.panel.setVisible(False)
         splitter.addWidget(self.panel)
         splitter.setStretchFactor(0, 0)
         splitter.setStretchFactor(1, 1)
         splitter.setStretchFactor(2, 0)
-        splitter.setSizes([240, 700, 280])
+        splitter.setSizes([200, 900, 280])
         outer.addWidget(splitter, 1)
 
-        for keys in ("Ctrl+Return", "Ctrl+Enter"):
-            shortcut = QShortcut(QKeySequence(keys), self.input)
-            shortcut.setContext(Qt.ShortcutContext.WidgetShortcut)
-            shortcut.activated.connect(self._send_clicked)
+        regenerate = QShortcut(QKeySequence("Ctrl+R"), self)
+        regenerate.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+        regenerate.activated.connect(self.regenerate)
+        focus = QShortcut(QKeySequence("Ctrl+L"), self)
+        focus.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+        focus.activated.connect(self.input.setFocus)
+        # Enter / Ctrl+Enter are the message box's own keys (ui.chat_composer.MessageBox).
         # Esc (stop, or leave edit mode) is a window-wide action: see escape().
+
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange and colors().dark != self._icons_dark:
+            self._restyle_icons()
+
+    def _restyle_icons(self) -> None:
+        """Icons are tinted pixmaps: a theme switch draws them again in the new colours."""
+        self._icons_dark = colors().dark
+        self.list_button.setIcon(icon("chat"))
+        self.settings_button.setIcon(icon("sliders"))
+        self.export_button.setIcon(icon("export"))
+        self.composer.restyle()
+        self.conversations.restyle()
+
+    def set_model(self, name: str) -> None:
+        """The library model the chat uses (remembered by the app; shown in the picker)."""
+        self.model_picker.set_current(name)
+
+    def set_model_entries(self, entries: Any) -> None:
+        self.model_picker.set_entries(entries)
+
+    def set_enter_sends(self, enter_sends: bool) -> None:
+        self.composer.set_enter_sends(enter_sends)
+        self.panel.set_enter_sends(enter_sends)
+
+    def _enter_sends_edited(self, enter_sends: bool) -> None:
+        self.composer.set_enter_sends(enter_sends)
+        emit(self.enter_sends_changed, enter_sends)
+
+    def reopen(self, conversation_id: int) -> None:
+        """After a restart: the conversation that was on screen (nothing when it is gone)."""
+        if conversation_id and conversation_id in self.conversations.ids():
+            self.open_conversation(conversation_id)
 
     # --- conversations ----------------------------------------------------------------------------
     def refresh_list(self) -> None:
@@ -244,7 +258,7 @@ class ChatView(QWidget):
     def new_conversation(self) -> None:
         """Ctrl+N: an empty chat (stored when the first message is sent)."""
         if self.generating:
-            self.banners.show_message("An answer is still coming.", "Stop it (Esc) before starting a new chat.")
+            self.banners.show_message(tr("An answer is still coming."), tr("Stop it (Esc) before starting a new chat."))
             return
         self.conversation = None
         self.messages = []
@@ -254,14 +268,19 @@ class ChatView(QWidget):
         self.conversations.list.clearSelection()
         self.conversations.list.setCurrentRow(-1)
         self._show_context(None)
+        self.inputs.answer_error = None  # an error belongs to the conversation it came from
+        self.rederive()
         self._update_actions()
+        emit(self.conversation_changed, 0)
         self.input.setFocus()
 
     def open_conversation(self, conversation_id: int) -> None:
         if self.conversation is not None and self.conversation.id == conversation_id:
             return
         if self.generating:
-            self.banners.show_message("An answer is still coming.", "Stop it (Esc) before switching conversations.")
+            self.banners.show_message(
+                tr("An answer is still coming."), tr("Stop it (Esc) before switching conversations.")
+            )
             self.refresh_list()
             return
         try:
@@ -277,7 +296,10 @@ class ChatView(QWidget):
         self._render_all()
         last_stats = next((m.stats for m in reversed(self.messages) if m.role == "assistant" and m.stats), None)
         self._show_context(last_stats)
+        self.inputs.answer_error = None
+        self.rederive()
         self._update_actions()
+        emit(self.conversation_changed, conversation_id)
 
     def rename_conversation(self, conversation_id: int, title: str) -> None:
         title = title.strip()
@@ -295,11 +317,11 @@ class ChatView(QWidget):
 
     def delete_conversation(self, conversation_id: int, confirm: bool = True) -> None:
         if self.generating and self.conversation is not None and self.conversation.id == conversation_id:
-            self.banners.show_message("This conversation is still answering.", "Stop the answer (Esc) first.")
+            self.banners.show_message(tr("This conversation is still answering."), tr("Stop the answer (Esc) first."))
             return
         if confirm:
             answer = QMessageBox.question(
-                self, "Delete conversation", "Delete this conversation? This cannot be undone."
+                self, tr("Delete conversation"), tr("Delete this conversation? This cannot be undone.")
             )
             if answer != QMessageBox.StandardButton.Yes:
                 return
@@ -317,7 +339,7 @@ class ChatView(QWidget):
     # --- export -----------------------------------------------------------------------------------
     def _export_current(self, fmt: str) -> None:
         if self.conversation is None:
-            self.banners.show_message("Nothing to export yet.", "Send a message first.")
+            self.banners.show_message(tr("Nothing to export yet."), tr("Send a message first."))
             return
         self.export_dialog(self.conversation.id, fmt)
 
@@ -331,7 +353,7 @@ class ChatView(QWidget):
         safe = "".join(ch if ch.isalnum() or ch in " -_" else "_" for ch in title).strip() or "conversation"
         start = str(Path(self.last_export_dir or Path.home()) / f"{safe}{suffix}")
         path, _ = QFileDialog.getSaveFileName(
-            self, "Export conversation", start, "Markdown (*.md)" if fmt == "markdown" else "JSON (*.json)"
+            self, tr("Export conversation"), start, tr("Markdown (*.md)") if fmt == "markdown" else tr("JSON (*.json)")
         )
         if path:
             self.last_export_dir = str(Path(path).parent)
@@ -349,7 +371,9 @@ class ChatView(QWidget):
             self.banners.show_error(exc)
             return False
         except OSError as exc:
-            self.banners.show_message(f"Could not write {path}.", exc.strerror or str(exc), "error")
+            self.banners.show_message(
+                tr("Could not write {path}.").format(path=path), exc.strerror or str(exc), "error"
+            )
             return False
         return True
 
@@ -360,12 +384,23 @@ class ChatView(QWidget):
             self.input.clear()
 
     def send_text(self, text: str) -> bool:
-        """Send `text` (or the edited last message). True when a request went out."""
+        """Send `text` (or the edited last message). True when a request went out. A message that
+        cannot fit the model's context is refused here: nothing is sent or stored, and the text is
+        left in (or put into) the message box."""
         text = text.strip()
         if not text:
             return False
         if self.generating:
-            self.banners.show_message("An answer is still coming.", "Wait for it, or stop it with Esc.")
+            self.banners.show_message(tr("An answer is still coming."), tr("Wait for it, or stop it with Esc."))
+            return False
+        refusal = self.composer.too_long(text)
+        if refusal:
+            if self.input.toPlainText().strip() != text:
+                self.input.setPlainText(text)
+            self.banners.show_message(
+                refusal, tr("Shorten it, or send it in parts. Your text is still in the box."), "error"
+            )
+            self.input.setFocus()
             return False
         self.panel.flush()
         if self.edit_target is not None:
@@ -411,15 +446,13 @@ class ChatView(QWidget):
         self.edit_target = user.id
         self.input.setPlainText(user.text)
         self.input.setFocus()
-        self.edit_label.setText("Editing your last message · Esc to cancel")
-        self.send_button.setText("Resend")
+        self.composer.set_editing(True)
 
     def cancel_edit(self) -> None:
         if self.edit_target is not None:
             self.input.clear()
         self.edit_target = None
-        self.edit_label.setText("")
-        self.send_button.setText("Send")
+        self.composer.set_editing(False)
 
     def _send_edit(self, text: str) -> bool:
         user = self._last_user()
@@ -436,15 +469,23 @@ class ChatView(QWidget):
             return False
         self.messages = [*before, new_user]
         self.edit_target = None
-        self.edit_label.setText("")
-        self.send_button.setText("Send")
+        self.composer.set_editing(False)
         self._start("edit", text, history)
         return True
 
+    def continue_answer(self) -> None:
+        """Write more of the last answer (it stopped at the length limit)."""
+        answer = self.messages[-1] if self.messages else None
+        if self.generating or self.conversation is None or answer is None or answer.role != "assistant":
+            return
+        if answer.id < 0:
+            return  # kept in memory only (the disk refused it): nothing stored to continue
+        history = self._history()
+        self._start("continue", "", history, answer)
+
     def stop(self) -> None:
         if self.generating:
-            self.stop_button.setEnabled(False)
-            self.stop_button.setText("Stopping…")
+            self.composer.set_stopping()
             emit(self.stop_requested)
 
     def escape(self) -> None:
@@ -486,11 +527,17 @@ class ChatView(QWidget):
     def _last_user(self) -> Message | None:
         return next((m for m in reversed(self.messages) if m.role == "user"), None)
 
-    def _start(self, kind: str, text: str, history: list[tuple[str, str]]) -> None:
+    def _start(self, kind: str, text: str, history: list[tuple[str, str]], answer: Message | None = None) -> None:
         assert self.conversation is not None
         self.generating = True
-        self.answer_id = None  # stored when the engine starts answering (the model is known by then)
-        self.answer_text = ""
+        self.kind = kind
+        self._refused_text = text if kind in ("send", "edit") else ""
+        # A new answer is stored when the engine starts answering (the model is known by then); a
+        # continued one is the stored answer, written further.
+        self.answer_id = answer.id if answer is not None else None
+        self.answer_text = answer.text if answer is not None else ""
+        self.inputs.generating = True
+        self.rederive()
         self._render_all()
         self.refresh_list()
         self._update_actions()
@@ -507,36 +554,71 @@ class ChatView(QWidget):
     # --- slots wired to the chat host -------------------------------------------------------------
     def show_model_loading(self, text: str) -> None:
         self.model_spinner.start()
-        set_badge(self.model_badge, "neutral", "Loading chat model…")
-        self.model_badge.setToolTip(text)
+        self.inputs.loading = text
+        self.inputs.model_error = None  # a new load: the last load's error no longer holds
+        self._state_changed()
+        self.rederive()
 
     def on_model_loaded(self, info: dict[str, Any]) -> None:
         self.model_info = dict(info)
         self.model_spinner.stop()
-        placement = info.get("placement")
-        fell_back = isinstance(placement, Placement) and placement.fell_back
-        where = short_ep_name(str(info.get("ep", ""))) or "?"
-        set_badge(self.model_badge, "warn" if fell_back else "ok", f"{info.get('name', 'model')} · {where}")
-        self.model_badge.setToolTip(str(info.get("description", "")))
-        if fell_back and isinstance(placement, Placement):
-            self.banners.show_message(
-                f"The chat model runs on {where}: {placement.reason}", "Pick another device to try again.", "warning"
-            )
-        if info.get("memory_notice"):
-            self.banners.show_message(
-                f"Memory: {info['memory_notice']}", "Close other apps, or use a shorter context.", "warning"
-            )
+        self.inputs.loading = ""
+        self.inputs.info = dict(info)
+        self.inputs.model_error = None
+        self._state_changed()
         defaults = info.get("default_options")
         if isinstance(defaults, dict):
             self.panel.set_defaults(defaults)
         if not self.generating and not self.messages:
             self._show_context(None)
+        self.rederive()
 
     def on_model_failed(self, error: object) -> None:
         self.model_spinner.stop()
         self.model_info = {}
-        set_badge(self.model_badge, "error", "Chat model not loaded")
-        self.banners.show_error(error)
+        self.inputs.loading = ""
+        self.inputs.info = {}
+        self.inputs.model_error = error
+        self._state_changed()
+        self.rederive()
+
+    def on_tokens_counted(self, text: str, tokens: int) -> None:
+        self.composer.set_exact_count(text, tokens)
+
+    def _on_choice_changed(self, choice: DeviceChoice) -> None:
+        self.inputs.choice = choice
+        self.inputs.model_error = None  # it belonged to the old choice; the app loads for the new one
+        self.rederive()
+
+    def rederive(self) -> None:
+        """Chip, state banners and status from the current inputs (see ui.chat_state)."""
+        state = derive(self.inputs)
+        if state.placement is not None:
+            self.model_badge.set_placement(state.placement, self.inputs.choice.describe())
+        else:
+            self.model_badge.set_state(state.chip_kind, state.chip_text, state.chip_details)
+        wanted = {(b.message, b.hint): b for b in state.banners}
+        for key, banner in list(self._state_banners.items()):
+            if key not in wanted:
+                del self._state_banners[key]
+                banner.dismiss()
+        for key, spec in wanted.items():
+            if key not in self._state_banners and key not in self._dismissed:
+                banner = self.banners.show_message(spec.message, spec.hint, spec.severity)
+                self._state_banners[key] = banner
+                banner.closed.connect(lambda k=key: self._banner_closed(k))
+
+    def _banner_closed(self, key: tuple[str, str]) -> None:
+        if self._state_banners.pop(key, None) is None:
+            return  # closed by rederive(): its state went
+        if self.inputs.answer_error is not None and error_text(self.inputs.answer_error) == key:
+            self.inputs.answer_error = None  # the user has read the failed answer's error
+        else:
+            self._dismissed.add(key)  # a model's state: stays closed until the model state changes
+
+    def _state_changed(self) -> None:
+        """A new load or placement: banners the user closed may be shown again if they recur."""
+        self._dismissed.clear()
 
     def on_generation_started(self, conversation_id: int) -> None:
         if self.generating and self.conversation is not None and conversation_id == self.conversation.id:
@@ -566,17 +648,39 @@ class ChatView(QWidget):
         self._end(stats, "stopped")
 
     def on_failed(self, error: object) -> None:
-        """A failure while answering (or a request that could not start)."""
+        """A failure while answering (or a request that could not start). A message the engine found
+        too long for the context is taken back: not kept in the history, and put back into the box."""
         if self.generating:
-            if self.answer_id is not None:
+            if isinstance(error, ContextOverflowError) and not self.answer_text and self._take_back():
+                pass
+            elif self.answer_id is not None:
                 self._save_answer(self.answer_text, "error", None)
             elif self.answer_text:
                 self._keep_unsaved(self.answer_text, "error", {})
             self.generating = False
+            self.inputs.generating = False
             self._reload_messages()
             self._render_all()
             self._update_actions()
-        self.banners.show_error(error)
+        self.inputs.answer_error = error
+        self.rederive()
+
+    def _take_back(self) -> bool:
+        """Remove the refused message (and its empty answer) from the store; put its text back."""
+        user = self._last_user()
+        if self.conversation is None or user is None or not self._refused_text:
+            return False
+        before = [m for m in self.messages if m.id < user.id]
+        try:
+            self.store.delete_messages_after(self.conversation.id, before[-1].id if before else 0)
+        except StudioError as exc:
+            log.warning("could not remove the refused message: %s", exc)
+            return False
+        self.messages = before
+        self.answer_id = None
+        if not self.input.toPlainText().strip():
+            self.input.setPlainText(self._refused_text)
+        return True
 
     def shutdown(self) -> None:
         """Closing the window: keep the partial answer, marked as stopped."""
@@ -586,6 +690,7 @@ class ChatView(QWidget):
                 self._store_answer()
             self._save_answer(self.answer_text, "cancelled", None)
             self.generating = False
+            self.inputs.generating = False
 
     # --- internals --------------------------------------------------------------------------------
     def _end(self, stats: dict[str, Any], state: str) -> None:
@@ -596,17 +701,24 @@ class ChatView(QWidget):
         text = str(stats.get("text", self.answer_text))
         self.answer_text = text
         data = {k: v for k, v in stats.items() if k != "text"}
+        placement = self.model_info.get("placement")
+        if isinstance(placement, Placement):
+            data["asked"] = placement.requested  # for the answer's chip: "Asked NPU → Ran on CPU"
         stop_reason = str(stats.get("stop_reason", "cancelled" if state else "eos"))
         self._store_answer()
         if self.answer_id is None:
             self._keep_unsaved(text, stop_reason, data)
         self._save_answer(text, stop_reason, data)
         self.generating = False
+        self.inputs.generating = False
+        if not state:
+            self.inputs.answer_error = None  # an answer came: the last failure no longer holds
         self._reload_messages()
         self._render_all()
         self._show_context(data)
         self._update_actions()
         self.refresh_list()
+        self.rederive()
 
     def _save_answer(self, text: str, stop_reason: str, stats: dict[str, Any] | None) -> None:
         if self.answer_id is None:
@@ -677,28 +789,42 @@ class ChatView(QWidget):
     def _entry(self, message: Message, index: int) -> Entry:
         last_user = self._last_user()
         if message.role == "user":
-            actions = ("copy", "edit") if last_user is not None and message.id == last_user.id else ("copy",)
+            actions: tuple[str, ...] = ("copy",)
+            if last_user is not None and message.id == last_user.id:
+                # A last message left without an answer (a failure that stored none) can be answered again.
+                unanswered = index == len(self.messages) - 1 and not self.generating
+                actions = ("copy", "edit", "regenerate") if unanswered else ("copy", "edit")
             return Entry(message.id, "user", message.text, actions=actions)
         is_last = index == len(self.messages) - 1
         state = {"cancelled": "stopped", "error": "error"}.get(message.stop_reason, "")
-        meta_parts = [message.model] if message.model else []
-        if message.ep:
-            meta_parts.append(short_ep_name(message.ep))
-        actions = ("copy", "regenerate") if is_last else ("copy",)
+        actions = ("copy",)
+        if is_last:
+            can_continue = message.stop_reason == "length" and message.id >= 0
+            actions = ("copy", "continue", "regenerate") if can_continue else ("copy", "regenerate")
         return Entry(
             message.id,
             "assistant",
             message.text,
-            meta=" · ".join(meta_parts),
+            meta=message.model,
             footer=stats_line(message.stats) if message.stats else "",
             state=state,
             actions=actions,
+            chip=answer_chip(message.ep, message.device, message.stats),
         )
 
     def _entry_for_answer(self, state: str, footer: str) -> Entry:
         info = self.model_info
-        meta = " · ".join(p for p in (str(info.get("name", "")), short_ep_name(str(info.get("ep", "")))) if p)
-        return Entry(self.answer_id or -1, "assistant", self.answer_text, meta=meta, footer=footer, state=state)
+        ep = str(info.get("ep", ""))
+        chip = ("neutral", short_ep_name(ep), "") if ep else ("", "", "")
+        return Entry(
+            self.answer_id or -1,
+            "assistant",
+            self.answer_text,
+            meta=str(info.get("name", "")),
+            footer=footer,
+            state=state,
+            chip=chip,
+        )
 
     def _render_all(self) -> None:
         entries = [self._entry(m, i) for i, m in enumerate(self.messages) if m.role in ("user", "assistant")]
@@ -713,24 +839,11 @@ class ChatView(QWidget):
         length = int(stats.get("context_length", 0)) if stats else 0
         if not length:
             length = int(self.model_info.get("context_length", 0) or 0)
-        if not length:
-            self.context_label.setText("Context: —")
-            self.context_bar.setRange(0, 1)
-            self.context_bar.setValue(0)
-            return
-        self.context_bar.setRange(0, length)
-        self.context_bar.setValue(min(used, length))
-        self.context_label.setText(f"Context: {used:,} / {length:,} tokens")
-        self.context_bar.setToolTip(f"{used / length:.0%} of the model's context window is used")
+        self.composer.overhead = round(len(self.panel.prompt()) / 4) + 8
+        self.composer.set_context(used, length)
 
     def _update_actions(self) -> None:
-        busy = self.generating
-        self.send_button.setEnabled(not busy)
-        self.stop_button.setVisible(busy)
-        self.stop_button.setEnabled(busy)
-        self.stop_button.setText("Stop")
-        can_regenerate = self._last_user() is not None
-        self.regenerate_button.setVisible(not busy and can_regenerate)
+        self.composer.set_busy(self.generating)
         self.export_button.setEnabled(self.conversation is not None)
 
     def _on_action(self, action: str, key: int) -> None:
@@ -742,6 +855,8 @@ class ChatView(QWidget):
                 self.begin_edit()
         elif action == "regenerate":
             self.regenerate()
+        elif action == "continue":
+            self.continue_answer()
 
     def _settings_edited(self) -> None:
         prompt = self.panel.prompt()

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QPoint, QRect, QSize, Qt, Signal
-from PySide6.QtGui import QAction, QColor, QFont, QKeySequence, QPainter
+from PySide6.QtCore import QCoreApplication, QModelIndex, QPersistentModelIndex, QPoint, QRect, QSize, Qt, Signal
+from PySide6.QtGui import QAction, QColor, QFont, QFontMetrics, QKeySequence, QPainter
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
@@ -31,15 +31,19 @@ SUBTITLE_ROLE = Qt.ItemDataRole.UserRole + 1
 ID_ROLE = Qt.ItemDataRole.UserRole
 
 
+def tr(text: str) -> str:
+    return QCoreApplication.translate("ConversationList", text)
+
+
 def when(timestamp: float, now: float | None = None) -> str:
     """ "just now", "5 min ago", "3 h ago", or a date."""
     delta = (now or time.time()) - timestamp
     if delta < 60:
-        return "just now"
+        return tr("just now")
     if delta < 3600:
-        return f"{int(delta // 60)} min ago"
+        return tr("{n} min ago").format(n=int(delta // 60))
     if delta < 86400:
-        return f"{int(delta // 3600)} h ago"
+        return tr("{n} h ago").format(n=int(delta // 3600))
     return time.strftime("%d %b %Y", time.localtime(timestamp))
 
 
@@ -48,7 +52,7 @@ class _Delegate(QStyledItemDelegate):
 
     def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex) -> QSize:
         height = option.fontMetrics.height()
-        return QSize(200, height * 2 + 18)
+        return QSize(0, height * 2 + 18)  # as wide as the list: never a horizontal scroll bar
 
     def paint(
         self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex
@@ -70,7 +74,8 @@ class _Delegate(QStyledItemDelegate):
         title_font.setWeight(QFont.Weight.DemiBold if selected else QFont.Weight.Medium)
         painter.setFont(title_font)
         painter.setPen(QColor(c.text))
-        title = metrics.elidedText(
+        # Elided with the bold font it is drawn in, so a long title ends inside its highlight.
+        title = QFontMetrics(title_font).elidedText(
             str(index.data(Qt.ItemDataRole.DisplayRole)), Qt.TextElideMode.ElideRight, text_rect.width()
         )
         painter.drawText(text_rect.topLeft() + QPoint(0, metrics.ascent()), title)
@@ -93,26 +98,31 @@ class ConversationList(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.setMinimumWidth(210)
-        self.setMaximumWidth(300)
+        self.setMinimumWidth(170)
+        self.setMaximumWidth(240)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 12, 0)
         layout.setSpacing(8)
         top = QHBoxLayout()
-        self.new_button = QPushButton(icon("new", colors().accent_text), "New chat")
+        self.new_button = QPushButton(icon("new", colors().accent_text), tr("New chat"))
         self.new_button.setObjectName("Primary")
-        self.new_button.setToolTip("Start a new conversation (Ctrl+N)")
+        self.new_button.setToolTip(tr("Start a new conversation (Ctrl+N)"))
         self.new_button.clicked.connect(self.new_requested)
         top.addWidget(self.new_button, 1)
         layout.addLayout(top)
         self.search = QLineEdit()
-        self.search.setPlaceholderText("Search conversations")
+        self.search.setPlaceholderText(tr("Search conversations"))
+        self.search.setAccessibleName(tr("Search conversations"))
         self.search.setClearButtonEnabled(True)
-        self.search.addAction(icon("search", colors().muted), QLineEdit.ActionPosition.LeadingPosition)
+        self.search_icon = self.search.addAction(
+            icon("search", colors().muted), QLineEdit.ActionPosition.LeadingPosition
+        )
         self.search.textChanged.connect(self.search_changed)
         layout.addWidget(self.search)
         self.list = QListWidget()
         self.list.setItemDelegate(_Delegate(self.list))
+        self.list.setAccessibleName(tr("Conversations"))
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.list.setMouseTracking(True)
         self.list.setFrameShape(QListWidget.Shape.NoFrame)
         self.list.setStyleSheet("QListWidget { background: transparent; }")
@@ -139,13 +149,19 @@ class ConversationList(QWidget):
                 item = QListWidgetItem(conversation.title)
                 item.setData(ID_ROLE, conversation.id)
                 count = conversation.message_count
-                item.setData(SUBTITLE_ROLE, f"{when(conversation.updated)} · {count} message{'s' * (count != 1)}")
+                messages = tr("1 message") if count == 1 else tr("{n} messages").format(n=count)
+                item.setData(SUBTITLE_ROLE, f"{when(conversation.updated)} · {messages}")
                 item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
                 self.list.addItem(item)
                 if conversation.id == current:
                     self.list.setCurrentItem(item)
         finally:
             self._filling = False
+
+    def restyle(self) -> None:
+        self.new_button.setIcon(icon("new", colors().accent_text))
+        self.search_icon.setIcon(icon("search", colors().muted))
+        self.list.viewport().update()
 
     def ids(self) -> list[int]:
         return [int(self.list.item(i).data(ID_ROLE)) for i in range(self.list.count())]
@@ -182,9 +198,11 @@ class ConversationList(QWidget):
             return
         ident = int(item.data(ID_ROLE))
         menu = QMenu(self)
-        menu.addAction(icon("edit"), "Rename", lambda: self.list.editItem(item))
-        menu.addAction(icon("export"), "Export as Markdown…", lambda: emit(self.export_requested, ident, "markdown"))
-        menu.addAction(icon("export"), "Export as JSON…", lambda: emit(self.export_requested, ident, "json"))
+        menu.addAction(icon("edit"), tr("Rename"), lambda: self.list.editItem(item))
+        menu.addAction(
+            icon("export"), tr("Export as Markdown…"), lambda: emit(self.export_requested, ident, "markdown")
+        )
+        menu.addAction(icon("export"), tr("Export as JSON…"), lambda: emit(self.export_requested, ident, "json"))
         menu.addSeparator()
-        menu.addAction(icon("delete"), "Delete", lambda: emit(self.delete_requested, ident))
+        menu.addAction(icon("delete"), tr("Delete"), lambda: emit(self.delete_requested, ident))
         menu.exec(self.list.viewport().mapToGlobal(pos))

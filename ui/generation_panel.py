@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import QSignalBlocker, QTimer, Signal
+from PySide6.QtCore import QCoreApplication, QSignalBlocker, QTimer, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QDoubleSpinBox,
@@ -32,8 +32,13 @@ FALLBACK_DEFAULTS: dict[str, Any] = {
 }
 
 
+def tr(text: str) -> str:
+    return QCoreApplication.translate("GenerationPanel", text)
+
+
 class GenerationPanel(QWidget):
     changed = Signal()  # debounced: system prompt or options changed by the user
+    enter_sends_changed = Signal(bool)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -44,21 +49,22 @@ class GenerationPanel(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(12, 0, 0, 0)
         layout.setSpacing(10)
-        title = QLabel("System prompt")
+        title = QLabel(tr("System prompt"))
         title.setObjectName("SectionTitle")
         layout.addWidget(title)
         self.system_prompt = QPlainTextEdit()
-        self.system_prompt.setPlaceholderText("How the assistant should behave…")
+        self.system_prompt.setPlaceholderText(tr("How the assistant should behave…"))
+        self.system_prompt.setAccessibleName(tr("System prompt"))
         self.system_prompt.setFixedHeight(110)
         layout.addWidget(self.system_prompt)
-        title = QLabel("Generation")
+        title = QLabel(tr("Generation"))
         title.setObjectName("SectionTitle")
         layout.addWidget(title)
         form = QFormLayout()
         form.setSpacing(8)
         self.max_new_tokens = QSpinBox()
         self.max_new_tokens.setRange(1, 4096)
-        self.max_new_tokens.setToolTip("The longest answer, in tokens")
+        self.max_new_tokens.setToolTip(tr("The longest answer, in tokens"))
         self.temperature = QDoubleSpinBox()
         self.temperature.setRange(0.05, 2.0)
         self.temperature.setSingleStep(0.05)
@@ -70,19 +76,31 @@ class GenerationPanel(QWidget):
         self.repetition_penalty = QDoubleSpinBox()
         self.repetition_penalty.setRange(1.0, 2.0)
         self.repetition_penalty.setSingleStep(0.05)
-        self.repetition_penalty.setToolTip("Above 1.0 discourages repeating words; small models need it")
-        self.do_sample = QCheckBox("Sample (off: always the likeliest token)")
-        form.addRow("Max answer tokens", self.max_new_tokens)
-        form.addRow("Temperature", self.temperature)
-        form.addRow("Top-p", self.top_p)
-        form.addRow("Top-k", self.top_k)
-        form.addRow("Repetition penalty", self.repetition_penalty)
+        self.repetition_penalty.setToolTip(tr("Above 1.0 discourages repeating words; small models need it"))
+        self.do_sample = QCheckBox(tr("Sample (off: always the likeliest token)"))
+        for label, widget in (
+            (tr("Max answer tokens"), self.max_new_tokens),
+            (tr("Temperature"), self.temperature),
+            (tr("Top-p"), self.top_p),
+            (tr("Top-k"), self.top_k),
+            (tr("Repetition penalty"), self.repetition_penalty),
+        ):
+            widget.setAccessibleName(label)
+            form.addRow(label, widget)
         form.addRow(self.do_sample)
         layout.addLayout(form)
-        layout.addWidget(muted_label("Temperature, top-p and top-k apply when sampling is on."))
-        reset = QPushButton("Reset to defaults")
+        layout.addWidget(muted_label(tr("Temperature, top-p and top-k apply when sampling is on.")))
+        reset = QPushButton(tr("Reset to defaults"))
         reset.clicked.connect(self.reset)
         layout.addWidget(reset)
+        title = QLabel(tr("Keys"))
+        title.setObjectName("SectionTitle")
+        layout.addWidget(title)
+        self.enter_sends = QCheckBox(tr("Enter sends (Shift+Enter: new line)"))
+        self.enter_sends.setToolTip(tr("Off: Enter starts a new line and Ctrl+Enter sends"))
+        self.enter_sends.setChecked(True)
+        self.enter_sends.toggled.connect(self.enter_sends_changed)
+        layout.addWidget(self.enter_sends)
         layout.addStretch(1)
         self._debounce = QTimer(self)
         self._debounce.setSingleShot(True)
@@ -114,6 +132,10 @@ class GenerationPanel(QWidget):
         self._defaults = {k: defaults.get(k, v) for k, v in FALLBACK_DEFAULTS.items()}
         self._overrides = {k: v for k, v in self._overrides.items() if v != self._defaults.get(k)}
         self._show()
+
+    def set_enter_sends(self, enter_sends: bool) -> None:
+        with QSignalBlocker(self.enter_sends):
+            self.enter_sends.setChecked(enter_sends)
 
     def prompt(self) -> str:
         return self.system_prompt.toPlainText()

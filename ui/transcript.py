@@ -1,36 +1,50 @@
-"""The chat transcript: one QTextBrowser, one frame per message, bodies rendered as Markdown.
+"""The chat transcript: one QTextBrowser, one frame per message, bodies rendered as Markdown with
+fenced code drawn by ui.code_blocks (a wrapping, highlighted box with "Copy").
 
 While an answer streams only its frame is rebuilt (the rest of the document is left alone), so an
-update costs the length of that answer, not of the conversation.
+update costs the length of that answer, not of the conversation. A theme switch re-renders the whole
+document in the new colours; a long message of the user's is shown collapsed, with "Show all".
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from PySide6.QtCore import QUrl, Signal
+from PySide6.QtCore import QCoreApplication, QEvent, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import (
     QColor,
     QFont,
     QFontDatabase,
+    QTextBlock,
     QTextBlockFormat,
     QTextCharFormat,
     QTextCursor,
     QTextDocument,
     QTextFormat,
+    QTextFragment,
     QTextFrame,
     QTextFrameFormat,
+    QTextOption,
 )
-from PySide6.QtWidgets import QTextBrowser, QWidget
+from PySide6.QtWidgets import QApplication, QTextBrowser, QWidget
 
 from app.qtcompat import emit
-from engines.text import printable, rich_text
+from engines.text import printable
+from ui.code_blocks import code_blocks, insert_code, split_markdown
 from ui.theme import colors
 
 ACTION_SCHEME = "npu-action"
 # A model's answer is Markdown, never HTML: raw HTML in it (an <img src="file:..."> that the browser
 # would load, a <span> that hides text) is shown as text.
 MARKDOWN = QTextDocument.MarkdownFeature.MarkdownDialectGitHub | QTextDocument.MarkdownFeature.MarkdownNoHTML
+COLLAPSE_LINES = 14  # a user's message longer than this is shown collapsed ("Show all")
+COLLAPSE_CHARS = 1500
+FEEDBACK_MS = 1500  # how long "Copied" replaces "Copy"
+CHIP_GLYPHS = {"ok": "\u2713", "warn": "\u26a0", "info": "\u24d8", "error": "\u2715"}  # not colour alone
+
+
+def tr(text: str) -> str:
+    return QCoreApplication.translate("Transcript", text)
 
 
 @dataclass(frozen=True)
@@ -44,12 +58,14 @@ class Entry:
     footer: str = ""  # under an answer: stats
     state: str = ""  # "" | streaming | stopped | error
     actions: tuple[str, ...] = ("copy",)
+    chip: tuple[str, str, str] = ("", "", "")  # where the answer ran: (kind, one line, full reason)
 
 
 @dataclass
 class _Stream:
     tail: int  # document position where the open (still changing) part of the answer starts
     committed: int = 0  # characters of the answer rendered for good, before `tail`
+    codes: int = 0  # code blocks in the committed part (their "Copy" links are numbered in order)
 
 
 def committable(text: str) -> int:
@@ -57,26 +73,52 @@ def committable(text: str) -> int:
     not inside a fenced code block (0 when there is none)."""
     end = text.rfind("\n\n")
     while end > 0:
-        if text[:end].count("```") % 2 == 0:
+        segments = split_markdown(text[:end])
+        if not segments or segments[-1].closed:
             return end + 2
         end = text.rfind("\n\n", 0, end)
     return 0
 
 
+def collapsed(text: str) -> str | None:
+    """The shortened text of a long message, or None when it is short enough to show whole."""
+    lines = text.split("\n")
+    if len(lines) <= COLLAPSE_LINES and len(text) <= COLLAPSE_CHARS:
+        return None
+    return "\n".join(lines[: COLLAPSE_LINES // 2])[: COLLAPSE_CHARS // 3].rstrip() + " …"
+
+
 class Transcript(QTextBrowser):
     action_triggered = Signal(str, int)  # action, message key
+    starter_chosen = Signal(str)  # a starter prompt was clicked in the empty chat
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("Transcript")
+        self.setAccessibleName(tr("Conversation"))
         self.setOpenLinks(False)
         self.setOpenExternalLinks(False)
         self.anchorClicked.connect(self._on_anchor)
         self.document().setDocumentMargin(16)
+        # Long words and code lines wrap inside their bubble: nothing scrolls the conversation sideways.
+        option = self.document().defaultTextOption()
+        option.setWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
+        self.document().setDefaultTextOption(option)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.entries: list[Entry] = []
+        self.starters: list[str] = []
+        self.expanded: set[int] = set()  # keys of long messages the user expanded
         self._frames: list[QTextFrame] = []
         self._stream: _Stream | None = None  # the last frame, while it streams
         self.render_count = 0  # renders (tests, benchmarks)
+        self._feedback: list[tuple[str, str]] = []  # (href, label) to put back when the timer ends
+        self._feedback_timer = QTimer(self)
+        self._feedback_timer.setSingleShot(True)
+        self._feedback_timer.timeout.connect(self._end_feedback)
+        self._restyle = QTimer(self)  # a theme switch sends several change events: re-render once
+        self._restyle.setSingleShot(True)
+        self._restyle.timeout.connect(self.rerender)
+        self._dark = colors().dark
 
     # --- public API -----------------------------------------------------------------------------
     def set_entries(self, entries: list[Entry]) -> None:
@@ -84,12 +126,30 @@ class Transcript(QTextBrowser):
         self.document().clear()
         self.entries = []
         self._frames = []
+        self._dark = colors().dark
+        if not entries and self.starters:
+            self._insert_starters()
         for entry in entries:
             self.append_entry(entry, scroll=False)
         self._scroll_to_end()
 
+    def set_starters(self, prompts: list[str]) -> None:
+        """Prompts offered in an empty chat; one click sends one."""
+        self.starters = list(prompts)
+        if not self.entries:
+            self.set_entries([])
+
+    def rerender(self) -> None:
+        """Draw everything again (the theme changed), keeping the scroll position."""
+        bar = self.verticalScrollBar()
+        at_end, value = self._at_end(), bar.value()
+        self.set_entries(list(self.entries))
+        bar.setValue(bar.maximum() if at_end else value)
+
     def append_entry(self, entry: Entry, scroll: bool = True) -> None:
         at_end = self._at_end()
+        if not self.entries and self.starters:
+            self.document().clear()  # the starter prompts make way for the first message
         cursor = QTextCursor(self.document())
         cursor.movePosition(QTextCursor.MoveOperation.End)
         frame = cursor.insertFrame(self._frame_format(entry))
@@ -140,12 +200,10 @@ class Transcript(QTextBrowser):
         cursor = self._clear_tail(frame, stream.tail)
         boundary = committable(entry.text)
         if boundary > stream.committed:
-            start = cursor.position()
-            cursor.insertMarkdown(printable(entry.text[stream.committed : boundary]), MARKDOWN)
-            self._shade_code(start, cursor.position())
+            cursor, codes = self._insert_rich(cursor, entry.text[stream.committed : boundary], entry.key, stream.codes)
             cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
-            stream.tail, stream.committed = cursor.position(), boundary
-        self._insert_tail(cursor, entry.text[stream.committed :], frame)
+            stream.tail, stream.committed, stream.codes = cursor.position(), boundary, stream.codes + codes
+        self._insert_tail(cursor, entry.text[stream.committed :], entry.key, stream.codes)
         self.entries[-1] = entry
         self.render_count += 1
         if at_end:
@@ -163,15 +221,13 @@ class Transcript(QTextBrowser):
         cursor.setCharFormat(QTextCharFormat())
         return cursor
 
-    def _insert_tail(self, cursor: QTextCursor, text: str, frame: QTextFrame) -> None:
-        start = cursor.position()
+    def _insert_tail(self, cursor: QTextCursor, text: str, key: int, first_code: int) -> None:
         if text:
-            cursor.insertMarkdown(printable(text), MARKDOWN)
+            self._insert_rich(cursor, text, key, first_code)
         else:
             muted = QTextCharFormat()
             muted.setForeground(QColor(colors().muted))
             cursor.insertText("…", muted)
-        self._shade_code(start, frame.lastPosition())
 
     def update_entry(self, key: int, **changes: object) -> None:
         """Change the last entry with `key` (only the last one can be re-rendered in place)."""
@@ -183,6 +239,18 @@ class Transcript(QTextBrowser):
 
     def plain_text(self) -> str:
         return self.document().toPlainText()
+
+    def link_labels(self) -> dict[str, str]:
+        """href -> the text of its link, for every link in the document (tests, accessibility)."""
+        labels: dict[str, str] = {}
+        block = self.document().begin()
+        while block.isValid():
+            for fragment in _fragments(block):
+                href = fragment.charFormat().anchorHref()
+                if href:
+                    labels[href] = labels.get(href, "") + fragment.text()
+            block = block.next()
+        return labels
 
     # --- rendering ------------------------------------------------------------------------------
     def _frame_format(self, entry: Entry) -> QTextFrameFormat:
@@ -211,12 +279,17 @@ class Transcript(QTextBrowser):
         name = QTextCharFormat()
         name.setFontWeight(QFont.Weight.DemiBold)
         name.setForeground(QColor(c.accent if entry.role == "assistant" else c.text))
-        cursor.insertText("You" if entry.role == "user" else "Assistant", name)
+        cursor.insertText(tr("You") if entry.role == "user" else tr("Assistant"), name)
         if entry.meta:
             muted = QTextCharFormat()
             muted.setForeground(QColor(c.muted))
             cursor.insertText(f"  ·  {printable(entry.meta)}", muted)
-        body_start = cursor.position()
+        kind, line, details = entry.chip
+        if line:
+            chip = QTextCharFormat()
+            chip.setForeground(QColor({"ok": c.ok, "warn": c.warn, "error": c.error}.get(kind, c.muted)))
+            chip.setToolTip(details or line)
+            cursor.insertText(f"  ·  {CHIP_GLYPHS.get(kind, '')} {line}", chip)
         cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
         text = entry.text
         self._stream = None
@@ -225,25 +298,65 @@ class Transcript(QTextBrowser):
             if not text:
                 muted = QTextCharFormat()
                 muted.setForeground(QColor(c.muted))
-                cursor.insertText("Thinking…", muted)
+                cursor.insertText(tr("Thinking…"), muted)
             else:
-                self._insert_tail(cursor, text, frame)
+                self._insert_tail(cursor, text, entry.key, 0)
             return
         if entry.role == "user":
-            cursor.insertText(printable(text), QTextCharFormat())  # a user's message is shown as typed
+            short = None if entry.key in self.expanded else collapsed(text)
+            shown = printable(short if short is not None else text)
+            cursor.insertText(shown, QTextCharFormat())  # a user's message is shown as typed
+            if short is not None or (entry.key in self.expanded and collapsed(text) is not None):
+                cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
+                lines = text.count("\n") + 1
+                label = (
+                    tr("Show all ({lines} lines, {chars} characters)").format(
+                        lines=f"{lines:,}", chars=f"{len(text):,}"
+                    )
+                    if short is not None
+                    else tr("Show less")
+                )
+                cursor.insertText(label, self._link_format(f"{ACTION_SCHEME}:expand/{entry.key}"))
+        elif text:
+            self._insert_rich(cursor, text, entry.key, 0)
         else:
-            cursor.insertMarkdown(printable(text) or "*(no answer)*", MARKDOWN)
-        self._shade_code(body_start, frame.lastPosition())
-        footer = self._footer_html(entry)
+            cursor.insertMarkdown(tr("*(no answer)*"), MARKDOWN)
+        footer = self._footer_parts(entry)
         if footer:
             cursor = frame.lastCursorPosition()
             block = QTextBlockFormat()
             block.setTopMargin(6)
             cursor.insertBlock(block, QTextCharFormat())
-            cursor.insertHtml(footer)
+            for i, (part, fmt) in enumerate(footer):
+                if i:
+                    cursor.insertText("  ·  ", self._muted_format())
+                cursor.insertText(part, fmt)
+
+    def _insert_rich(self, cursor: QTextCursor, text: str, key: int, first_code: int) -> tuple[QTextCursor, int]:
+        """Markdown prose through Qt's reader, fenced code through ui.code_blocks. Returns a cursor at
+        the end and the number of code blocks drawn."""
+        c = colors()
+        count = 0
+        fresh = True  # the cursor is at the start of an empty block
+        for segment in split_markdown(text):
+            if segment.kind == "markdown":
+                if not segment.text.strip():
+                    continue
+                if not fresh:
+                    cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
+                start = cursor.position()
+                cursor.insertMarkdown(printable(segment.text.strip("\n")), MARKDOWN)
+                self._shade_code(start, cursor.position())
+                fresh = False
+            else:
+                # A frame inserted at the end of a block starts right under it (no empty line between).
+                cursor = insert_code(cursor, segment, key, first_code + count, c, ACTION_SCHEME)
+                count += 1
+                fresh = True
+        return cursor, count
 
     def _shade_code(self, start: int, end: int) -> None:
-        """Give fenced code blocks a background and a monospace font."""
+        """Indented code blocks (not fenced): a background, a monospace font, and wrapping lines."""
         c = colors()
         fixed = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
         block = self.document().findBlock(start)
@@ -251,39 +364,134 @@ class Transcript(QTextBrowser):
             fmt = block.blockFormat()
             if fmt.hasProperty(QTextFormat.Property.BlockCodeFence) or fmt.nonBreakableLines():
                 fmt.setBackground(QColor(c.code_bg))
+                fmt.setNonBreakableLines(False)
                 fmt.setLeftMargin(4)
                 fmt.setRightMargin(4)
                 cursor = QTextCursor(block)
                 cursor.setBlockFormat(fmt)
-                cursor.select(QTextCursor.SelectionType.BlockUnderCursor)
+                cursor.movePosition(QTextCursor.MoveOperation.EndOfBlock, QTextCursor.MoveMode.KeepAnchor)
                 char = QTextCharFormat()
                 char.setFontFamilies([fixed.family()])
                 cursor.mergeCharFormat(char)
             block = block.next()
 
-    def _footer_html(self, entry: Entry) -> str:
+    def _muted_format(self) -> QTextCharFormat:
+        fmt = QTextCharFormat()
+        fmt.setForeground(QColor(colors().muted))
+        return fmt
+
+    def _link_format(self, href: str) -> QTextCharFormat:
+        fmt = QTextCharFormat()
+        fmt.setAnchor(True)
+        fmt.setAnchorHref(href)
+        fmt.setForeground(QColor(colors().accent))
+        return fmt
+
+    def _footer_parts(self, entry: Entry) -> list[tuple[str, QTextCharFormat]]:
         c = colors()
-        parts: list[str] = []
-        if entry.state == "stopped":
-            parts.append(f'<span style="color:{c.warn}; font-weight:600">Stopped</span>')
-        elif entry.state == "error":
-            parts.append(f'<span style="color:{c.error}; font-weight:600">Failed</span>')
+        parts: list[tuple[str, QTextCharFormat]] = []
+        if entry.state in ("stopped", "error"):
+            strong = QTextCharFormat()
+            strong.setForeground(QColor(c.warn if entry.state == "stopped" else c.error))
+            strong.setFontWeight(QFont.Weight.DemiBold)
+            parts.append((tr("Stopped") if entry.state == "stopped" else tr("Failed"), strong))
         if entry.footer:
-            parts.append(f'<span style="color:{c.muted}">{rich_text(entry.footer)}</span>')
+            parts.append((printable(entry.footer), self._muted_format()))
         if entry.state != "streaming":
-            labels = {"copy": "Copy", "edit": "Edit", "regenerate": "Regenerate"}
+            labels = {
+                "copy": tr("Copy"),
+                "edit": tr("Edit"),
+                "regenerate": tr("Regenerate"),
+                "continue": tr("Continue"),
+            }
             for action in entry.actions:
-                href = f"{ACTION_SCHEME}:{action}/{entry.key}"
-                parts.append(f'<a href="{href}" style="color:{c.accent}; text-decoration:none">{labels[action]}</a>')
-        return "&nbsp;&nbsp;·&nbsp;&nbsp;".join(parts)
+                parts.append((labels[action], self._link_format(f"{ACTION_SCHEME}:{action}/{entry.key}")))
+        return parts
+
+    def _insert_starters(self) -> None:
+        c = colors()
+        cursor = QTextCursor(self.document())
+        title = QTextCharFormat()
+        title.setFontWeight(QFont.Weight.DemiBold)
+        title.setFontPointSize(self.font().pointSizeF() * 1.25)
+        title.setForeground(QColor(c.text))
+        cursor.insertText(tr("Start a conversation"), title)
+        block = QTextBlockFormat()
+        block.setTopMargin(4)
+        cursor.insertBlock(block, QTextCharFormat())
+        cursor.insertText(tr("Type below, or pick one of these:"), self._muted_format())
+        for i, prompt in enumerate(self.starters):
+            item = QTextBlockFormat()
+            item.setTopMargin(10)
+            cursor.insertBlock(item, QTextCharFormat())
+            cursor.insertText("\u2192  ", self._muted_format())
+            cursor.insertText(prompt, self._link_format(f"{ACTION_SCHEME}:starter/{i}"))
 
     # --- behaviour ------------------------------------------------------------------------------
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.StyleChange) and colors().dark != self._dark:
+            self._restyle.start(0)
+
     def _on_anchor(self, url: QUrl) -> None:
         if url.scheme() != ACTION_SCHEME:
             return
-        action, _, key = url.path().partition("/")
-        if key.lstrip("-").isdigit():
-            emit(self.action_triggered, action, int(key))
+        action, _, rest = url.path().partition("/")
+        key_text, _, index_text = rest.partition("/")
+        if not key_text.lstrip("-").isdigit():
+            return
+        key = int(key_text)
+        if action == "copy-code" and index_text.isdigit():
+            self._copy_code(key, int(index_text), url.toString())
+        elif action == "expand":
+            self.expanded ^= {key}
+            self.rerender()
+        elif action == "starter":
+            if 0 <= key < len(self.starters):
+                emit(self.starter_chosen, self.starters[key])
+        else:
+            if action == "copy":
+                self.flash(url.toString(), tr("Copied"))
+            emit(self.action_triggered, action, key)
+
+    def _copy_code(self, key: int, index: int, href: str) -> None:
+        entry = next((e for e in reversed(self.entries) if e.key == key), None)
+        blocks = code_blocks(entry.text) if entry is not None else []
+        if 0 <= index < len(blocks):
+            QApplication.clipboard().setText(blocks[index])
+            self.flash(href, tr("Copied"))
+
+    def flash(self, href: str, label: str) -> None:
+        """Show `label` in place of a link's text for a moment ("Copy" -> "Copied")."""
+        old = self.link_labels().get(href)
+        if old is None or old == label:
+            return
+        self._replace_link_text(href, label)
+        if all(h != href for h, _ in self._feedback):
+            self._feedback.append((href, old))
+        self._feedback_timer.start(FEEDBACK_MS)
+
+    def _end_feedback(self) -> None:
+        pending, self._feedback = self._feedback, []
+        for href, label in pending:
+            self._replace_link_text(href, label)
+
+    def _replace_link_text(self, href: str, text: str) -> None:
+        block = self.document().begin()
+        while block.isValid():
+            for fragment in _fragments(block):
+                fmt = fragment.charFormat()
+                if fmt.anchorHref() != href:
+                    continue
+                position, length = fragment.position(), fragment.length()
+                cursor = QTextCursor(self.document())
+                cursor.setPosition(position)
+                cursor.setPosition(position + length, QTextCursor.MoveMode.KeepAnchor)
+                cursor.insertText(text, fmt)
+                if self._stream is not None and position < self._stream.tail:
+                    self._stream.tail += len(text) - length  # the open tail moved with the text
+                return
+            block = block.next()
 
     def _at_end(self) -> bool:
         bar = self.verticalScrollBar()
@@ -292,3 +500,8 @@ class Transcript(QTextBrowser):
     def _scroll_to_end(self) -> None:
         bar = self.verticalScrollBar()
         bar.setValue(bar.maximum())
+
+
+def _fragments(block: QTextBlock) -> list[QTextFragment]:
+    fragments = (it.fragment() for it in block)  # type: ignore[attr-defined]
+    return [fragment for fragment in fragments if fragment.isValid()]

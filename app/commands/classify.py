@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from app import paths
 
 DEFAULT_CLASSIFIER = "efficientnet-lite0"
+PROGRESS_AFTER_S = 2.0  # a batch shorter than this needs no progress line
 
 
 def register(sub: Any) -> None:
@@ -47,6 +49,42 @@ def expand_images(items: list[str]) -> list[Path]:
     return found
 
 
+class FolderProgress:
+    """A progress line on stderr for batches that take a while (silent for the first `after_s` seconds,
+    then at most every `every_s`); overwritten in place on a terminal, one line per update otherwise."""
+
+    def __init__(self, total: int, stream: TextIO, after_s: float | None = None, every_s: float = 1.0) -> None:
+        self.total = total
+        self.stream = stream
+        self.after_s = PROGRESS_AFTER_S if after_s is None else after_s
+        self.every_s = every_s
+        self.done = 0
+        self.started = time.monotonic()
+        self.last_shown = 0.0
+        self.shown = False
+        self.in_place = bool(getattr(stream, "isatty", lambda: False)())
+
+    def __call__(self, result: object) -> None:
+        self.done = min(self.total, self.done + 1)
+        now = time.monotonic()
+        elapsed = now - self.started
+        if elapsed >= self.after_s and (now - self.last_shown >= self.every_s or self.done == self.total):
+            self.last_shown = now
+            self._show(elapsed)
+
+    def _show(self, elapsed: float) -> None:
+        rate = self.done / elapsed if elapsed > 0 else 0.0
+        line = f"classified {self.done}/{self.total} photos ({rate:.0f} photos/s)"
+        self.stream.write(("\r" + line) if self.in_place else line + "\n")
+        self.stream.flush()
+        self.shown = True
+
+    def close(self) -> None:
+        if self.shown and self.in_place:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
 def run(args: argparse.Namespace) -> int:
     import sys
 
@@ -76,7 +114,13 @@ def run(args: argparse.Namespace) -> int:
     if len(images) == 1:
         results = [classifier.classify(images[0], k=args.top_k)]
     else:
-        results = classifier.classify_many(images, k=args.top_k)
+        # --json keeps stderr free of progress (scripts parse stdout, and some read stderr as errors).
+        on_result = None if args.json else FolderProgress(len(images), sys.stderr)
+        try:
+            results = classifier.classify_many(images, k=args.top_k, on_result=on_result)
+        finally:
+            if on_result is not None:
+                on_result.close()
     placement = classifier.placement
     spec = classifier.spec
     for notice in classifier.device_switches:

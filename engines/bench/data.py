@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from engines.errors import StudioError
-from engines.types import DeviceType
+from engines.types import DeviceType, check_thread_count
 
 VISION = "vision"
 CHAT = "chat"
@@ -88,8 +88,10 @@ class BenchConfig:
             problems.append("batch must be between 1 and 256")
         if not 0 <= self.warmup <= 1000:
             problems.append("warm-up must be between 0 and 1000 calls")
-        if self.threads < 0:
-            problems.append("threads must be 0 (automatic) or more")
+        try:
+            check_thread_count(self.threads)
+        except StudioError as exc:
+            problems.append(exc.message[0].lower() + exc.message[1:].rstrip("."))
         if not 2 <= self.chat_tokens <= 4096:
             problems.append("chat tokens must be between 2 and 4096")
         if not 1 <= self.chat_rounds <= 100:

@@ -228,10 +228,9 @@ def machine_info(report: DiscoveryReport) -> dict[str, Any]:
 
 
 def _unavailable_reason(report: DiscoveryReport, device: DeviceType) -> str:
-    for d in report.devices:
-        if d.type == device and d.reason:
-            return f"{d.short_ep}: {d.reason}"
-    return f"No {device.value} on this machine."
+    # Every EP that could drive this device type says why it cannot (QNN, OpenVINO, VitisAI for an NPU).
+    reasons = [f"{d.short_ep}: {d.reason}" for d in report.devices if d.type == device and d.reason]
+    return " ".join(reasons) if reasons else f"No {device.value} on this machine."
 
 
 def run_benchmark(

@@ -35,7 +35,7 @@ from engines.chat.model import (
     validate_model_folder,
 )
 from engines.chat.types import Answer, ChatMessage, ChatOptions, GenerationStats, StopReason
-from engines.errors import GenerationError, ModelError, StudioError
+from engines.errors import ContextOverflowError, GenerationError, ModelError, StudioError
 from engines.runtime import failures
 from engines.types import CancelToken, DeviceChoice, Placement, short_ep_name
 
@@ -253,6 +253,7 @@ class Conversation:
     """A multi-turn chat with one generator. Not for concurrent use: one call at a time."""
 
     def __init__(self, model: ChatModel, system_prompt: str, options: ChatOptions) -> None:
+        check_text(system_prompt, "The system prompt")
         self._model = model
         self._system_prompt = system_prompt
         self._options = options
@@ -292,6 +293,7 @@ class Conversation:
 
     def set_system_prompt(self, text: str) -> None:
         """Takes effect on the next answer (the history is re-read under the new prompt)."""
+        check_text(text, "The system prompt")
         with self._exclusive():
             self._system_prompt = text
 
@@ -353,6 +355,14 @@ class Conversation:
             kept = self._messages[: starts[-1]]
             return self._respond([*kept, ChatMessage("user", _message_text(text))], on_text, cancel)
 
+    def continue_last(self, on_text: TextCallback | None = None, cancel: CancelToken | None = None) -> GenerationStats:
+        """Write more of the last answer (one that stopped at the length limit, or was stopped): the
+        model goes on from its last token, and the new text is added to that answer."""
+        with self._exclusive():
+            if not self._messages or self._messages[-1].role != "assistant":
+                raise GenerationError("There is no answer to continue.", "Send a message first.")
+            return self._respond(self._messages[:-1], on_text, cancel, prefix=self._messages[-1].content)
+
     # -- internals -------------------------------------------------------------------------
 
     @contextmanager
@@ -370,10 +380,11 @@ class Conversation:
         self._generator = None
         self._held = HeldSequence()
 
-    def _encode(self, messages: Sequence[ChatMessage]) -> tuple[list[int], str]:
-        """The prompt's tokens and text. Where the text continues a turn boundary the generator holds,
-        the held tokens are reused as they are and only the rest is encoded."""
-        text = render_prompt(self._model.tokenizer, self._system_prompt, messages)
+    def _encode(self, messages: Sequence[ChatMessage], prefix: str = "") -> tuple[list[int], str]:
+        """The prompt's tokens and text (`prefix`: the start of the answer, when continuing one). Where
+        the text continues a turn boundary the generator holds, the held tokens are reused as they are
+        and only the rest is encoded."""
+        text = render_prompt(self._model.tokenizer, self._system_prompt, messages) + prefix
         mark = self._held.longest_mark(text) if self._generator is not None else None
         if mark is None:
             return self._model.encode(text), text
@@ -381,7 +392,7 @@ class Conversation:
         rest = self._model.encode(text[text_length:], continuation=True) if len(text) > text_length else []
         return self._held.tokens[:token_count] + rest, text
 
-    def _fit(self, messages: list[ChatMessage]) -> tuple[int, list[int], str, int, int]:
+    def _fit(self, messages: list[ChatMessage], prefix: str = "") -> tuple[int, list[int], str, int, int]:
         """(first message in context, prompt tokens, prompt text, new-token budget, turns dropped) so
         that the prompt and the answer fit the window. Drops the oldest turns first; caps the answer
         only when the last message is all that is left."""
@@ -390,7 +401,7 @@ class Conversation:
         start = min(self._context_start, turn_starts(messages)[-1])
         dropped = 0
         while True:
-            tokens, text = self._encode(messages[start:])
+            tokens, text = self._encode(messages[start:], prefix)
             room = window - len(tokens)
             if room >= wanted:
                 return start, tokens, text, wanted, dropped
@@ -401,7 +412,7 @@ class Conversation:
                 continue
             if room >= 1:
                 return start, tokens, text, room, dropped
-            raise GenerationError(
+            raise ContextOverflowError(
                 f"This message is too long for the model's context window ({len(tokens)} tokens with the "
                 f"system prompt; the window holds {window}).",
                 "Shorten the message or the system prompt.",
@@ -436,11 +447,15 @@ class Conversation:
         return len(tokens) - common
 
     def _respond(
-        self, messages: list[ChatMessage], on_text: TextCallback | None, cancel: CancelToken | None
+        self,
+        messages: list[ChatMessage],
+        on_text: TextCallback | None,
+        cancel: CancelToken | None,
+        prefix: str = "",
     ) -> GenerationStats:
         started = time.perf_counter()
         model = self._model
-        start, prompt, prompt_text, budget, dropped = self._fit(messages)
+        start, prompt, prompt_text, budget, dropped = self._fit(messages, prefix)
         capped = budget < self._options.max_new_tokens
         if cancel is not None and cancel.cancelled:
             answer = Answer((), "", StopReason.CANCELLED, None, time.perf_counter())
@@ -479,7 +494,7 @@ class Conversation:
                 # fresh generator from the rendered conversation.
                 self._drop_generator()
                 partial = "".join(pieces)
-                self._messages = [*messages, ChatMessage("assistant", partial, StopReason.ERROR)]
+                self._messages = [*messages, ChatMessage("assistant", prefix + partial, StopReason.ERROR)]
                 self._context_start = start
                 error = failures.explain(exc, model.ep)
                 failed = Answer(
@@ -496,7 +511,7 @@ class Conversation:
         reason = answer.stop_reason
         if reason == StopReason.LENGTH and capped:
             reason = StopReason.CONTEXT
-        self._messages = [*messages, ChatMessage("assistant", answer.text, reason)]
+        self._messages = [*messages, ChatMessage("assistant", prefix + answer.text, reason)]
         self._context_start = start
         if dropped:
             log.info("context full: %d oldest turn(s) left the context", dropped)
@@ -577,4 +592,25 @@ def _stats(
 def _message_text(text: str) -> str:
     if not isinstance(text, str) or not text.strip():
         raise GenerationError("The message is empty.", "Type something to send.")
+    check_text(text, "The message")
     return text
+
+
+def check_text(text: str, what: str) -> None:
+    """Refuse text the tokenizer would misread: a NUL ends a C string early (the model would silently
+    see only what comes before it), and a lone surrogate is a byte that was not UTF-8 (from a terminal
+    or file in another encoding), which the tokenizer cannot take at all."""
+    nul = text.find("\x00")
+    if nul >= 0:
+        raise GenerationError(
+            f"{what} contains a NUL character (at character {nul + 1}); the model would read only the text "
+            "before it.",
+            "Remove the NUL character and send it again.",
+        )
+    for index, char in enumerate(text):
+        if "\ud800" <= char <= "\udfff":
+            shown = f"byte 0x{ord(char) - 0xDC00:02x}" if "\udc80" <= char <= "\udcff" else f"U+{ord(char):04X}"
+            raise GenerationError(
+                f"{what} is not valid UTF-8 text ({shown} at character {index + 1}).",
+                "Send it as UTF-8: check the encoding of the terminal or file it came from.",
+            )

@@ -13,14 +13,16 @@ import logging
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
-from pathlib import Path, PurePosixPath, PureWindowsPath
+from pathlib import Path
 from typing import Any
 
-from engines import jsonfile, runtime
+from engines import jsonfile
 from engines.errors import DeviceUnavailableError, ModelError, StudioError
+from engines.models.paths import resolve_inside
 from engines.models.safety import inspect_onnx
 from engines.runtime import failures
 from engines.runtime.planning import DeviceSet, plan_device
+from engines.runtime.registration import plugin_library, qnn_backend_path
 from engines.types import CPU_EP, EP_DEVICE_TYPE, DeviceChoice, DeviceType, Placement, Policy, short_ep_name
 
 log = logging.getLogger(__name__)
@@ -98,7 +100,7 @@ def validate_model_folder(folder: str | Path) -> ModelFolder:
             "Pick a folder made by the onnxruntime-genai model builder (it holds genai_config.json, "
             "model.onnx and the tokenizer files).",
         )
-    _inside(root, GENAI_CONFIG, "the genai config")
+    _inside(root, GENAI_CONFIG, f"the genai config ({GENAI_CONFIG})")
     config = _read_json(config_path, GENAI_CONFIG)
     if not isinstance(config, dict) or not isinstance(config.get("model"), dict):
         raise ModelError(
@@ -126,7 +128,7 @@ def validate_model_folder(folder: str | Path) -> ModelFolder:
 
     files: list[str] = []
     for key_path, name in _referenced_files(config):
-        _inside(root, name, f"the file named by {key_path}")
+        _inside(root, name, f"the file named by {key_path} in {GENAI_CONFIG}")
         files.append(name)
         if name.lower().endswith(".onnx"):
             for external in inspect_onnx(root / name).external_files:
@@ -138,7 +140,7 @@ def validate_model_folder(folder: str | Path) -> ModelFolder:
                 f"The model folder {path} has no {required}.",
                 "Copy the tokenizer files next to genai_config.json (the model builder writes them).",
             )
-        _inside(root, required, "the tokenizer")
+        _inside(root, required, f"the tokenizer file {required}")
     tokenizer_config = _read_json(root / TOKENIZER_CONFIG, TOKENIZER_CONFIG)
     if not _has_chat_template(root, tokenizer_config):
         raise ModelError(
@@ -169,34 +171,7 @@ def _read_json(file: Path, name: str) -> Any:
 
 def _inside(root: Path, name: object, what: str) -> Path:
     """The file `name` (from a config) as a path inside `root`; a ModelError otherwise."""
-    if not isinstance(name, str) or not name.strip():
-        raise ModelError(f"The model config names {what} with an empty or non-text value ({name!r}).")
-    if "\x00" in name:
-        raise ModelError(f"The model config names {what} with a NUL character in it.")
-    posix = PurePosixPath(name.replace("\\", "/"))
-    if posix.is_absolute() or PureWindowsPath(name).is_absolute() or PureWindowsPath(name).drive:
-        raise ModelError(
-            f"The model config names {what} with an absolute path ({name}); files must be inside the model folder.",
-            "Use a path relative to the model folder.",
-        )
-    if ".." in posix.parts:
-        raise ModelError(
-            f"The model config names {what} with '..' ({name}); files must be inside the model folder.",
-            "Use a path relative to the model folder, without '..'.",
-        )
-    target = root / posix
-    resolved = target.resolve()
-    if not resolved.is_relative_to(root):
-        raise ModelError(
-            f"{name} ({what}) is a link to {resolved}, outside the model folder.",
-            "Copy the file into the model folder instead of linking to it.",
-        )
-    if not resolved.is_file():
-        raise ModelError(
-            f"The model folder is incomplete: {name} ({what}) is missing.",
-            "Copy the whole model folder again, or rebuild it.",
-        )
-    return resolved
+    return resolve_inside(root, name, what=what[:1].upper() + what[1:], must_exist=True)
 
 
 def _walk(node: Any, key_path: str = "") -> Iterator[tuple[str, str, Any]]:
@@ -241,7 +216,7 @@ def _referenced_files(config: Any) -> Iterator[tuple[str, str]]:
 def _has_chat_template(root: Path, tokenizer_config: Any) -> bool:
     template_file = root / CHAT_TEMPLATE_FILE
     if template_file.exists():
-        _inside(root, CHAT_TEMPLATE_FILE, "the chat template")
+        _inside(root, CHAT_TEMPLATE_FILE, f"the chat template {CHAT_TEMPLATE_FILE}")
         try:
             return bool(template_file.read_text(encoding="utf-8").strip())
         except (OSError, UnicodeDecodeError) as exc:
@@ -310,11 +285,11 @@ def missing_reason(ep: str) -> str:
     short = short_ep_name(ep)
     if ep == QNN_EP:
         return (
-            "The Qualcomm NPU (QNN) needs the Windows on ARM64 build of NPU Studio with onnxruntime-qnn; "
-            "this build does not have it."
+            "The Qualcomm NPU (QNN) needs Windows on ARM64 (Snapdragon X) with Windows ML's QNN EP or the "
+            "bundled onnxruntime-qnn; this build does not have it."
         )
     if ep == DML_EP:
-        return "DirectML (GPU) needs the Windows x64 build of NPU Studio; this build does not have it."
+        return "DirectML (GPU) needs the Windows build of NPU Studio (ARM64 or x64); this build does not have it."
     if ep not in GENAI_PROVIDER_NAMES and ep != CPU_EP:
         return f"onnxruntime-genai cannot run chat models on {short}."
     return f"{short} is not part of this build."
@@ -418,23 +393,33 @@ def use_fake_genai(module: Any) -> None:
         _registered_plugins.clear()
 
 
-def register_qnn_plugin(og: Any) -> str:
-    """Register the onnxruntime-qnn plugin library with onnxruntime-genai, once per process.
-
-    Returns the HTP backend path to pass as `backend_path` ("" when the plugin is not installed)."""
-    plugin = runtime.qnn_plugin()
-    if plugin is None:
-        return ""
-    ep_name = str(getattr(plugin, "get_ep_name", lambda: QNN_EP)())
+def register_plugin_ep(og: Any, ep: str) -> None:
+    """Register with onnxruntime-genai the same plugin library ONNX Runtime uses for `ep` (the Windows ML
+    catalog's or the bundled one), once per process. Built-in EPs need nothing."""
+    library = plugin_library(ep)
     register = getattr(og, "register_execution_provider_library", None)
+    if not library or register is None:
+        return
     with _plugin_lock:
-        if ep_name not in _registered_plugins and register is not None:
-            library = str(plugin.get_library_path())
-            register(ep_name, library)
-            _registered_plugins[ep_name] = library
-            log.info("registered %s with onnxruntime-genai from %s", ep_name, library)
-    get_htp = getattr(plugin, "get_qnn_htp_path", None)
-    return str(get_htp()) if get_htp is not None else ""
+        if ep in _registered_plugins:
+            return
+        try:
+            register(ep, library)
+        except Exception as exc:
+            # genai-winml shares the ONNX Runtime of the process, where discovery registered it already
+            if "already registered" not in str(exc):
+                raise
+        _registered_plugins[ep] = library
+        log.info("registered %s with onnxruntime-genai from %s", ep, library)
+
+
+def register_qnn_plugin(og: Any) -> str:
+    """Register the QNN plugin EP with onnxruntime-genai; returns the `backend_path` to pass ("" when no
+    QNN plugin is installed or registered)."""
+    if not plugin_library(QNN_EP):
+        return ""
+    register_plugin_ep(og, QNN_EP)
+    return qnn_backend_path()
 
 
 def configure(og: Any, folder: ModelFolder, plan: ProviderPlan) -> Any:
@@ -448,6 +433,8 @@ def configure(og: Any, folder: ModelFolder, plan: ProviderPlan) -> Any:
         ) from exc
     uses_qnn = plan.ep == QNN_EP or (plan.from_config and QNN_EP in folder.config_providers)
     backend_path = register_qnn_plugin(og) if uses_qnn else ""
+    if plan.ep not in (QNN_EP, CPU_EP):
+        register_plugin_ep(og, plan.ep)  # OpenVINO / VitisAI / TensorRT RTX come as plugin libraries
     if plan.from_config:
         if backend_path:
             config.set_provider_option(GENAI_PROVIDER_NAMES[QNN_EP], "backend_path", backend_path)

@@ -5,6 +5,7 @@ No onnxruntime here, on purpose: the UI imports these without pulling a runtime 
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, replace
 from enum import StrEnum
 from typing import Any
@@ -19,6 +20,25 @@ class StopReason(StrEnum):
     CANCELLED = "cancelled"
     CONTEXT = "context"  # the context window is full
     ERROR = "error"
+
+
+# onnxruntime-genai takes its search options as C ints and doubles: a larger number, or NaN/infinity
+# (which no comparison catches), would reach it and fail with binding internals or sample nonsense.
+_INT_MAX = 2**31 - 1
+_FLOAT_MAX = 1e6
+
+
+def _whole(value: object, least: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and least <= value <= _INT_MAX
+
+
+def _positive(value: object) -> bool:
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and 0 < value <= _FLOAT_MAX
+    )
 
 
 @dataclass(frozen=True)
@@ -37,20 +57,22 @@ class ChatOptions:
 
     def __post_init__(self) -> None:
         problems = []
-        if self.max_new_tokens < 1:
-            problems.append("max_new_tokens must be at least 1")
-        if self.temperature <= 0:
-            problems.append("temperature must be greater than 0")
-        if not 0 < self.top_p <= 1:
+        if not _whole(self.max_new_tokens, 1):
+            problems.append("max_new_tokens must be at least 1 (a whole number)")
+        if not _positive(self.temperature):
+            problems.append(f"temperature must be greater than 0 (a finite number up to {_FLOAT_MAX:g})")
+        if not _positive(self.top_p) or self.top_p > 1:
             problems.append("top_p must be in (0, 1]")
-        if self.top_k < 1:
-            problems.append("top_k must be at least 1")
-        if self.repetition_penalty <= 0:
-            problems.append("repetition_penalty must be greater than 0 (1.0 means none)")
-        if self.seed is not None and self.seed < 0:
-            problems.append("seed must be 0 or more")
-        if self.context_window is not None and self.context_window < 2:
-            problems.append("context_window must be at least 2 tokens")
+        if not _whole(self.top_k, 1):
+            problems.append(f"top_k must be at least 1 (a whole number up to {_INT_MAX:,})")
+        if not _positive(self.repetition_penalty):
+            problems.append(
+                f"repetition_penalty must be greater than 0 (1.0 means none; a finite number up to {_FLOAT_MAX:g})"
+            )
+        if self.seed is not None and not _whole(self.seed, 0):
+            problems.append(f"seed must be a whole number from 0 to {_INT_MAX:,}")
+        if self.context_window is not None and not _whole(self.context_window, 2):
+            problems.append("context_window must be at least 2 tokens (a whole number)")
         if problems:
             raise GenerationError("Invalid chat options: " + "; ".join(problems) + ".")
 

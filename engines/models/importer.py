@@ -239,12 +239,14 @@ def _folder_file_set(root: Path) -> list[tuple[Path, str]]:
 
 
 def _link_inside(path: Path, root: Path, root_real: Path) -> None:
-    real = path.resolve()
-    if real != root_real and root_real not in real.parents:
-        raise ModelError(
-            f"{path.relative_to(root).as_posix()} is a link to {real}, outside the model folder.",
-            "Copy the real file into the model folder instead of linking to it.",
-        )
+    from engines.models.paths import resolve_inside
+
+    resolve_inside(
+        root_real,
+        path.relative_to(root).as_posix(),
+        what=f"{path.relative_to(root).as_posix()} in the folder",
+        hint="Copy the real file into the model folder instead of linking to it.",
+    )
 
 
 def _onnx_file_set(model: Path) -> list[tuple[Path, str]]:

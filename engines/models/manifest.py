@@ -18,6 +18,7 @@ from typing import Any
 
 from engines import jsonfile
 from engines.errors import ModelError
+from engines.models import paths
 
 MANIFEST_NAME = "manifest.json"
 SCHEMA_VERSION = 1
@@ -38,25 +39,8 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
 
 
 def resolve_inside(root: str | os.PathLike[str], rel: str) -> Path:
-    """Return ``root / rel`` if ``rel`` is a relative path that stays inside ``root``.
-
-    Raises ``ModelError`` for empty, absolute (POSIX or Windows style) or escaping paths, including
-    paths that leave the folder through a symbolic link.
-    """
-    if not isinstance(rel, str) or not rel.strip():
-        raise ModelError(f"Manifest file path {rel!r} is empty or not a string.", _HINT_REBUILD)
-    text = rel.replace("\\", "/")
-    posix = PurePosixPath(text)
-    drive_like = len(text) >= 2 and text[1] == ":"
-    if posix.is_absolute() or drive_like or ".." in posix.parts:
-        raise ModelError(f"Manifest file path {rel!r} points outside the model folder.", _HINT_REBUILD)
-    base = Path(root).resolve()
-    target = (base / Path(*posix.parts)).resolve()
-    if target != base and base not in target.parents:
-        raise ModelError(f"Manifest file path {rel!r} points outside the model folder.", _HINT_REBUILD)
-    if target == base:
-        raise ModelError(f"Manifest file path {rel!r} names the model folder itself.", _HINT_REBUILD)
-    return target
+    """``root / rel`` resolved, for a file the manifest lists (the one rule: engines/models/paths.py)."""
+    return paths.resolve_inside(root, rel, what=f"Manifest file path {rel!r}", hint=_HINT_REBUILD)
 
 
 def file_entry(root: str | os.PathLike[str], rel: str) -> dict[str, Any]:
@@ -154,7 +138,7 @@ def verify_files(
         try:
             path = resolve_inside(folder, rel)
         except ModelError:
-            problems.append(f"{rel}: path points outside the model folder")
+            problems.append(f"{rel}: path points outside the model folder")  # any unsafe name
             continue
         if rel in seen:
             problems.append(f"{rel}: listed twice")

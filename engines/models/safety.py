@@ -8,13 +8,13 @@ folder names.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath, PureWindowsPath
+from pathlib import Path
 from typing import Any
 
 from engines.errors import ModelError
+from engines.models.paths import resolve_inside
 
 # Operator domains ONNX Runtime implements itself; anything else needs a custom-op library.
 KNOWN_DOMAINS = {
@@ -65,36 +65,6 @@ def _tensors(model: Any) -> Iterator[Any]:
                 yield from attr.tensors
 
 
-def safe_child(root: Path, relative: str, what: str) -> Path:
-    """`relative` resolved inside `root`, or a ModelError: no absolute paths, no `..`, no symlink out."""
-    if not relative or "\x00" in relative:
-        raise ModelError(f"{what} has an empty or invalid file name.", "The model folder is damaged or unsafe.")
-    if (
-        PurePosixPath(relative).is_absolute()
-        or PureWindowsPath(relative).is_absolute()
-        or PureWindowsPath(relative).drive
-    ):
-        raise ModelError(
-            f"{what} points to an absolute path ({relative}).",
-            "Only files inside the model's own folder are allowed; this model folder is unsafe.",
-        )
-    parts = PureWindowsPath(relative).parts
-    if ".." in parts:
-        raise ModelError(
-            f"{what} points outside the model's folder ({relative}).",
-            "Only files inside the model's own folder are allowed; this model folder is unsafe.",
-        )
-    path = root / relative
-    real_root = root.resolve()
-    real = path.resolve()
-    if real != real_root and real_root not in real.parents:
-        raise ModelError(
-            f"{what} is a link to a file outside the model's folder ({relative} -> {real}).",
-            "Only files inside the model's own folder are allowed; this model folder is unsafe.",
-        )
-    return path
-
-
 def inspect_onnx(model_path: Path, declared_bytes: int | None = None) -> ModelFiles:
     """Read the model's structure (not its weights) and check every file it refers to."""
     try:
@@ -124,11 +94,22 @@ def inspect_onnx(model_path: Path, declared_bytes: int | None = None) -> ModelFi
             continue
         info = {entry.key: entry.value for entry in tensor.external_data}
         what = f"External data of tensor '{tensor.name}'"
-        path = safe_child(root, info.get("location", ""), what)
+        path = resolve_inside(root, info.get("location", ""), what=what)
         if not path.is_file():
             raise ModelError(f"{what} is missing ({info.get('location')}).", "Copy the whole model folder.")
         file_size = path.stat().st_size
-        end = int(info.get("offset", 0) or 0) + int(info.get("length", 0) or 0)
+        offset = _byte_count(info.get("offset"), f"{what} has an offset")
+        # Without a `length` the runtime reads as many bytes as the tensor's shape says: bound that too.
+        needed = _tensor_bytes(onnx, tensor)
+        length = _byte_count(info.get("length"), f"{what} has a length")
+        if info.get("length") is None and needed is not None:
+            length = needed
+        elif needed is not None and length != needed:
+            raise ModelError(
+                f"{what} says it is {length:,} bytes long but its shape needs {needed:,}.",
+                "The model file is damaged or was edited; rebuild or re-import it.",
+            )
+        end = offset + length
         if end > file_size:
             raise ModelError(
                 f"{what} reaches byte {end:,} but {path.name} has only {file_size:,} bytes (truncated).",
@@ -147,6 +128,28 @@ def inspect_onnx(model_path: Path, declared_bytes: int | None = None) -> ModelFi
     return ModelFiles(model_path, tuple(external), total, custom)
 
 
-def folder_is_inside(path: Path, root: Path) -> bool:
-    real, real_root = Path(os.path.realpath(path)), Path(os.path.realpath(root))
-    return real == real_root or real_root in real.parents
+def _byte_count(value: str | None, what: str) -> int:
+    """An external-data offset or length: absent is 0; anything but a whole number of bytes is refused."""
+    if value is None or value == "":
+        return 0
+    if not value.isdigit() or len(value) > 20:
+        raise ModelError(f"{what} that is not a byte count ({value[:40]!r}).", "The model file is damaged; rebuild it.")
+    return int(value)
+
+
+def _tensor_bytes(onnx: Any, tensor: Any) -> int | None:
+    """Bytes a tensor's shape and type take (None when the type has no fixed size, e.g. strings)."""
+    try:
+        itemsize = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+    except (KeyError, TypeError, ValueError):
+        return None
+    if tensor.data_type == onnx.TensorProto.STRING or itemsize == 0:
+        return None
+    count = 1
+    for dim in tensor.dims:
+        if dim < 0:
+            raise ModelError(f"Tensor '{tensor.name}' has a negative dimension ({dim}).", "The model file is damaged.")
+        count *= dim
+    bits = {getattr(onnx.TensorProto, n) for n in ("INT4", "UINT4", "FLOAT4E2M1") if hasattr(onnx.TensorProto, n)}
+    return (count + 1) // 2 if tensor.data_type in bits else count * itemsize
+

@@ -136,6 +136,14 @@ RULES: tuple[Rule, ...] = (
         code="invalid-model",
     ),
     Rule(
+        r"Opset \d+ is under development|opset \d+ (?:is )?not supported|Unsupported model IR version"
+        r"|is till opset|ai\.onnx is till",
+        ModelError,
+        "The model needs a newer ONNX Runtime ({newer}); this one reads up to {supported}.",
+        "Update NPU Studio, or export the model again for an older opset (e.g. `opset_version=17`).",
+        code="newer-runtime",
+    ),
+    Rule(
         r"NO_SUCHFILE|No such file|does not exist|Load model from .* failed",
         ModelError,
         "The model file (or one of its external data files) could not be read.",
@@ -164,7 +172,7 @@ def diagnose(exc: BaseException, ep: str = "") -> Diagnosis:
         if re.search(rule.pattern, text, flags=re.IGNORECASE):
             number = re.search(r"\b(100\d|500\d)\b", text)
             code = number.group(1) if number else ""
-            fields = {"device": device, "Device": _capital(device), "code": code}
+            fields = {"device": device, "Device": _capital(device), "code": code, **_versions(text)}
             message = rule.message.format(**fields).replace("QNN error :", "QNN error:")
             err = rule.cls(_capital(message), rule.hint.format(**fields))
             tag = rule.code.format(code=code).strip()
@@ -206,6 +214,17 @@ def _device_words(ep: str, text: str = "") -> str:
     if re.search(r"\bDML\b|DirectML|Dml|887A00|DXGI|D3D12", text):
         return known["DmlExecutionProvider"]
     return "the device"
+
+
+def _versions(text: str) -> dict[str, str]:
+    """What a model asks for and what this runtime reads, from a version-mismatch message."""
+    asked = re.search(r"[Oo]pset (\d+)", text)
+    ir = re.search(r"IR version:? (\d+)", text)
+    limit = re.search(r"till opset (\d+)", text) or re.search(r"max supported IR version:? (\d+)", text)
+    newer = f"opset {asked.group(1)}" if asked else f"IR version {ir.group(1)}" if ir else "a newer model format"
+    kind = "opset" if asked or not ir else "IR version"
+    supported = f"{kind} {limit.group(1)}" if limit else "an older version"
+    return {"newer": newer, "supported": supported}
 
 
 def _capital(text: str) -> str:

@@ -202,3 +202,30 @@ def register_plugins(catalog: CatalogReport | None = None) -> tuple[PluginStatus
                              version=version, error=error)
             )
     return tuple(statuses)
+
+
+def _sibling(library: str, name: str) -> str:
+    sep = "\\" if "\\" in library else "/"
+    return library.rsplit(sep, 1)[0] + sep + name if sep in library else name
+
+
+def qnn_backend_path() -> str:
+    """QnnHtp.dll of the QNN EP in use: the catalog EP's own copy (a QNN SDK of its version), else the
+    bundled plugin's; a bare name lets the QNN EP search its own folder."""
+    reg = registration(QNN_EP)
+    if reg is not None and reg.source == EpSource.CATALOG.value:
+        return _sibling(reg.library, "QnnHtp.dll")
+    plugin = runtime.qnn_plugin()
+    get_htp = getattr(plugin, "get_qnn_htp_path", None) if plugin is not None else None
+    return str(get_htp()) if get_htp is not None else "QnnHtp.dll"
+
+
+def plugin_library(ep: str) -> str:
+    """The library ONNX Runtime uses for plugin EP `ep` ("" when built in or not registered)."""
+    reg = registration(ep)
+    if reg is not None:
+        return reg.library
+    if ep == QNN_EP:  # not discovered yet in this process: the bundled plugin is the one it would use
+        plugin = runtime.qnn_plugin()
+        return str(plugin.get_library_path()) if plugin is not None else ""
+    return ""

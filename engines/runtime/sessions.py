@@ -25,7 +25,8 @@ from engines.runtime import compiled_cache, failures
 from engines.runtime.compiled_cache import CacheOutcome, CompiledModelCache, ProgressCallback
 from engines.runtime.devices import DML_EP, QNN_EP, DiscoveryReport, discover
 from engines.runtime.planning import DeviceSet, plan_device
-from engines.types import CPU_EP, DeviceChoice, DeviceType, Placement, short_ep_name
+from engines.runtime.registration import qnn_backend_path
+from engines.types import CPU_EP, DeviceChoice, DeviceType, Placement, check_thread_count, short_ep_name
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,9 @@ class SessionSettings:
     quantized_model: bool = False  # QDQ models run as-is on the NPU; float ones ask QNN for fp16
     htp_performance_mode: str = "burst"
     config_entries: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        check_thread_count(self.intra_op_threads)
 
 
 @dataclass
@@ -75,11 +79,8 @@ def default_ep_options(ep: str, settings: SessionSettings) -> dict[str, str]:
     """Provider options that matter for each EP (the user's options override these)."""
     if ep == QNN_EP:
         options = {"htp_performance_mode": settings.htp_performance_mode}
-        qnn = runtime.qnn_plugin()
-        if qnn is not None and hasattr(qnn, "get_qnn_htp_path"):
-            options["backend_path"] = str(qnn.get_qnn_htp_path())
-        else:
-            options["backend_path"] = "QnnHtp.dll"
+        # the catalog EP's own QnnHtp.dll when QNN came from Windows ML, else the bundled plugin's
+        options["backend_path"] = qnn_backend_path()
         if not settings.quantized_model:
             options["enable_htp_fp16_precision"] = "1"
         return options

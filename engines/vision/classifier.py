@@ -13,12 +13,13 @@ from typing import Any
 import numpy as np
 
 from engines import jsonfile, runtime
-from engines.errors import CancelledError, InputContractError, ModelError, StudioError
-from engines.models.safety import safe_child
+from engines.errors import CancelledError, InputContractError, ModelError
+from engines.models.paths import resolve_inside
 from engines.runtime.compiled_cache import CompiledModelCache, ProgressCallback
 from engines.runtime.sessions import SessionSettings, VerifiedSession, create_session
 from engines.types import CPU_EP, CancelToken, Classification, ClassScore, DeviceChoice, Placement
 from engines.vision.images import Preprocess, preprocess
+from engines.vision.pipeline import Decoded, decode_ahead
 
 log = logging.getLogger(__name__)
 
@@ -71,9 +72,9 @@ class ClassifierSpec:
             ) from None
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ModelError(f"The manifest in {root} is not valid: {exc}", "Re-import or rebuild the model.") from exc
-        model_path = safe_child(root, model_file, f"The manifest in {root}")
+        model_path = resolve_inside(root, model_file, what=f"The manifest in {root}")
         # The labels are shown to the user: a manifest must not make NPU Studio read files elsewhere.
-        labels_file = safe_child(root, labels_name, f"The labels file named by the manifest in {root}")
+        labels_file = resolve_inside(root, labels_name, what=f"The labels file named by the manifest in {root}")
         return cls(
             model_path=model_path,
             labels=read_labels(labels_file),
@@ -299,45 +300,48 @@ class ImageClassifier:
         cancel: CancelToken | None = None,
         on_result: Callable[[Classification], None] | None = None,
         on_index: Callable[[int, Classification], None] | None = None,
+        *,
+        decode_workers: int | None = None,
     ) -> list[Classification]:
-        """Batched classification of many photos, returned in input order (streamed to `on_result` as
-        they finish, and to `on_index` with the photo's position). A bad photo becomes a result with
-        `error` set; the batch goes on. Cancel is checked between photos and batches (raises
-        CancelledError)."""
-        results: list[tuple[int, Classification]] = []
-        pending: list[tuple[int, str, np.ndarray, float]] = []
-
-        def flush() -> None:
-            if not pending:
-                return
-            started = time.perf_counter()
-            raw = self.infer(np.stack([t for _, _, t, _ in pending]))
-            per_image = (time.perf_counter() - started) * 1000 / len(pending)
-            probs = self.probabilities(raw)
-            for (index, name, _, pre_ms), p in zip(pending, probs, strict=True):
-                emit(index, Classification(name, top_k(p, self.spec.labels, k), per_image, pre_ms, self.placement))
-            pending.clear()
+        """Batched classification of many photos, returned in input order and streamed in input order as
+        they finish (to `on_result`, and to `on_index` with the photo's position). Photos are decoded in
+        a thread pool while the model runs (engines.vision.pipeline; `decode_workers=1` decodes on the
+        calling thread), a bounded number ahead. A bad photo becomes a result with `error` set; the
+        batch goes on. Cancel is checked between photos and batches (raises CancelledError)."""
+        results: list[Classification] = []
+        pending: list[Decoded] = []
 
         def emit(index: int, result: Classification) -> None:
-            results.append((index, result))
+            results.append(result)
             if on_result is not None:
                 on_result(result)
             if on_index is not None:
                 on_index(index, result)
 
-        for index, path in enumerate(paths):
-            if cancel is not None and cancel.cancelled:
-                raise CancelledError("Classification cancelled.")
+        def flush() -> None:
+            if not pending:
+                return
             started = time.perf_counter()
-            try:
-                tensor = preprocess(path, self.spec.preprocess)
-            except StudioError as exc:
-                emit(index, Classification(str(path), (), 0.0, 0.0, self.placement, error=exc.user_text()))
+            raw = self.infer(np.stack([d.tensor for d in pending if d.tensor is not None]))
+            per_image = (time.perf_counter() - started) * 1000 / len(pending)
+            probs = self.probabilities(raw)
+            for decoded, p in zip(pending, probs, strict=True):
+                top = top_k(p, self.spec.labels, k)
+                emit(decoded.index, Classification(decoded.path, top, per_image, decoded.preprocess_ms, self.placement))
+            pending.clear()
+
+        lookahead = 2 * self.max_batch
+        for decoded in decode_ahead(
+            paths, self.spec.preprocess, workers=decode_workers, lookahead=lookahead, cancel=cancel
+        ):
+            if decoded.tensor is None:
+                flush()  # results stay in input order
+                emit(decoded.index, Classification(decoded.path, (), 0.0, 0.0, self.placement, error=decoded.error))
                 continue
-            pending.append((index, str(path), tensor, (time.perf_counter() - started) * 1000))
+            pending.append(decoded)
             if len(pending) >= self.max_batch:
                 flush()
         if cancel is not None and cancel.cancelled:
             raise CancelledError("Classification cancelled.")
         flush()
-        return [result for _, result in sorted(results, key=lambda item: item[0])]
+        return results

@@ -174,6 +174,42 @@ def _subgraph_external(folder: Path, outside: Path) -> None:
     onnx.save(model, str(folder / "model.onnx"))
 
 
+def _edit_external(folder: Path, edit: Callable[[onnx.TensorProto], None]) -> None:
+    _externalize(folder / "model.onnx", "W", "weights.bin", folder / "weights.bin")
+    model = onnx.load(str(folder / "model.onnx"), load_external_data=False)
+    edit(next(t for t in model.graph.initializer if t.name == "W"))
+    onnx.save(model, str(folder / "model.onnx"))
+
+
+def _set_external(tensor: onnx.TensorProto, key: str, value: str | None) -> None:
+    kept = [(e.key, e.value) for e in tensor.external_data if e.key != key]
+    del tensor.external_data[:]
+    for k, v in kept + ([(key, value)] if value is not None else []):
+        entry = tensor.external_data.add()
+        entry.key, entry.value = k, v
+
+
+def _ext_no_length_huge_shape(folder: Path, outside: Path) -> None:
+    def edit(tensor: onnx.TensorProto) -> None:
+        _set_external(tensor, "length", None)
+        del tensor.dims[:]
+        tensor.dims.extend([1 << 20, 1 << 14])  # 64 GiB of floats, from a 48-byte file
+
+    _edit_external(folder, edit)
+
+
+def _ext_no_length_past_end(folder: Path, outside: Path) -> None:
+    _edit_external(folder, lambda t: (_set_external(t, "length", None), _set_external(t, "offset", "40")))
+
+
+def _ext_offset_not_a_number(folder: Path, outside: Path) -> None:
+    _edit_external(folder, lambda t: _set_external(t, "offset", "abc"))
+
+
+def _ext_length_not_the_shape(folder: Path, outside: Path) -> None:
+    _edit_external(folder, lambda t: _set_external(t, "length", "8"))
+
+
 CLASSIFY_CASES: list[tuple[str, Mutation, str]] = [
     ("external data '../outside/weights.bin'", _ext_parent, "points outside the model's folder"),
     ("external data at an absolute path", _ext_absolute, "points to an absolute path"),
@@ -190,6 +226,10 @@ CLASSIFY_CASES: list[tuple[str, Mutation, str]] = [
     ("model.onnx is not an ONNX file", _not_onnx, "is not a valid ONNX model"),
     ("manifest.json is not JSON", _manifest_not_json, "is not valid"),
     ("no manifest.json", _no_manifest, "has no manifest.json"),
+    ("external data without a length, shape of 64 GiB", _ext_no_length_huge_shape, "but weights.bin has only 48 bytes"),
+    ("external data without a length, offset near the end", _ext_no_length_past_end, "reaches byte 88"),
+    ("external data offset 'abc'", _ext_offset_not_a_number, "that is not a byte count ('abc')"),
+    ("external data length that does not match the shape", _ext_length_not_the_shape, "its shape needs 48"),
 ]
 
 
@@ -341,13 +381,13 @@ def _huge_context(folder: Path, outside: Path) -> None:
 CHAT_CASES: list[tuple[str, Mutation, str]] = [
     ("decoder filename '../outside/model.onnx'", _decoder_file("../outside/model.onnx"), "with '..'"),
     ("decoder filename '..\\\\outside\\\\model.onnx' (Windows)", _decoder_file("..\\outside\\model.onnx"), "'..'"),
-    ("decoder filename at an absolute path", _decoder_file("OUTSIDE/model.onnx"), "with an absolute path"),
-    ("decoder model.onnx is a symlink out of the folder", _decoder_symlink, "outside the model folder"),
+    ("decoder filename at an absolute path", _decoder_file("OUTSIDE/model.onnx"), "points to an absolute path"),
+    ("decoder model.onnx is a symlink out of the folder", _decoder_symlink, "outside the model's folder"),
     ("decoder external data outside the folder", _genai_external_outside, "points outside the model's folder"),
     ("decoder uses a custom operator domain", _genai_custom_ops, "uses custom operators"),
-    ("tokenizer.json is a symlink to a secret file", _tokenizer_symlink, "outside the model folder"),
-    ("chat_template.jinja is a symlink to a secret file", _template_symlink, "outside the model folder"),
-    ("genai_config.json is a symlink out of the folder", _config_symlink, "outside the model folder"),
+    ("tokenizer.json is a symlink to a secret file", _tokenizer_symlink, "outside the model's folder"),
+    ("chat_template.jinja is a symlink to a secret file", _template_symlink, "outside the model's folder"),
+    ("genai_config.json is a symlink out of the folder", _config_symlink, "outside the model's folder"),
     ("config names a custom_ops_library", _custom_ops_library, "asks to load a native library"),
     ("config names a QNN backend_path DLL", _backend_path, "names a device backend library"),
     ("config names an EP plugin library", _ep_plugin, "asks to load a native library"),
@@ -429,7 +469,7 @@ IMPORT_FOLDER_CASES: list[tuple[str, str, Mutation, str]] = [
     ("genai folder whose decoder is '../outside/model.onnx'", "genai", _decoder_file("../outside/model.onnx"), "'..'"),
     ("genai folder that ships a .so", "genai", _ships_library("libcustom_ops.so"), "contains a native library"),
     ("genai folder that ships a .dll in a subfolder", "genai", _ships_library("bin/evil.dll"), "native library"),
-    ("genai folder with a symlink to a secret file", "genai", _extra_symlink, "outside the model folder"),
+    ("genai folder with a symlink to a secret file", "genai", _extra_symlink, "outside the model's folder"),
     ("genai folder whose config names a library", "genai", _custom_ops_library, "asks to load a native library"),
     ("genai folder with a QNN backend_path", "genai", _backend_path, "names a device backend library"),
     ("classifier folder whose manifest names a library", "classifier", _classifier_manifest_library, "native library"),
@@ -511,3 +551,24 @@ def test_the_traps_are_on_the_import_path(
     code, _ = _cli(["models", "import", str(folder)], capsys)
     assert code != 0 and native_guard.calls and native_guard.calls[0].startswith("onnxruntime.InferenceSession")
     assert _nothing_imported() == []
+
+
+# --- a model for a newer runtime ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("what", "words"), [("opset 99", "(opset 99)"), ("IR version 99", "(IR version 99)")])
+def test_a_model_for_a_newer_runtime_says_so(
+    what: str, words: str, tmp_path: Path, photo: Path, capsys: pytest.CaptureFixture[str], reliability: Recorder
+) -> None:
+    folder = colour_classifier(tmp_path / "newer")
+    model = onnx.load(str(folder / "model.onnx"))
+    if what.startswith("opset"):
+        model.opset_import[0].version = 99
+    else:
+        model.ir_version = 99
+    onnx.save(model, str(folder / "model.onnx"))
+    code, err = _cli(["classify", str(photo), "--model", str(folder), "--device", "cpu"], capsys)
+    err = err.splitlines()[-1] if err else err
+    reliability.record(CATEGORY, f"classify --model: a model stamped {what}", "'needs a newer ONNX Runtime'", err)
+    assert code == 2, err
+    assert "needs a newer ONNX Runtime" in err and words in err and "could not be read" not in err

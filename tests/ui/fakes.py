@@ -70,7 +70,7 @@ class FakeConversation:
         if self.model.error is not None:
             raise self.model.error
         pieces: list[str] = []
-        reason = "eos"
+        reason = self.model.stop_reason
         for piece in self.model.pieces:
             if cancel is not None and cancel.cancelled:
                 reason = "cancelled"
@@ -102,6 +102,15 @@ class FakeConversation:
         self.messages.append(FakeMessage("user", text))
         return self._answer(on_text, cancel)
 
+    def continue_last(self, on_text: Any = None, cancel: CancelToken | None = None) -> FakeStats:
+        self.model.requests.append(("continue", "", [(m.role, m.content) for m in self.messages]))
+        if not self.messages or self.messages[-1].role != "assistant":
+            raise GenerationError("There is no answer to continue.")
+        earlier = self.messages.pop().content
+        stats = self._answer(on_text, cancel)
+        self.messages[-1] = FakeMessage("assistant", earlier + self.messages[-1].content)
+        return stats
+
     def restore(self, messages: list[Any]) -> None:
         self.model.restored += 1
         self.messages = [FakeMessage(m.role, m.content) for m in messages]
@@ -112,6 +121,7 @@ class FakeChatModel:
     pieces: list[str] = field(default_factory=lambda: ["Hello", ", ", "**world**", "!"])
     delay: float = 0.0
     error: BaseException | None = None
+    stop_reason: str = "eos"  # "length": every answer ends at the length limit
     requests: list[tuple[str, str, list[tuple[str, str]]]] = field(default_factory=list)
     restored: int = 0
     ep: str = CPU_EP

@@ -228,6 +228,9 @@ def test_chat_host_on_the_tiny_genai_model(qtbot: Any, hosts: list[Host], tiny_l
     assert stats["generated_tokens"] >= 1
     assert "".join(texts) == stats["text"]
     assert stats["context_used"] > 0 and stats["context_length"] > 0
+    with qtbot.waitSignal(host.tokens_counted, timeout=TIMEOUT) as counted:
+        host.count_tokens("Hello there, how are you today?")  # a draft, counted by the model's tokenizer
+    assert counted.args[0] == "Hello there, how are you today?" and 3 <= counted.args[1] <= 20
 
 
 def test_shutdown_mid_answer_stops_the_thread(qtbot: Any) -> None:

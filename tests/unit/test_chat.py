@@ -511,3 +511,30 @@ def test_a_tight_fit_loads_with_a_notice(tiny_llm: Path, monkeypatch: pytest.Mon
 
 def _must_not_load(*args: Any, **kwargs: Any) -> Any:
     raise AssertionError("the model was loaded although it cannot fit")
+
+
+def test_continue_writes_on_from_the_last_token_of_a_cut_answer(model: ChatModel) -> None:
+    whole = conversation(model, ChatOptions(max_new_tokens=12))
+    whole.send("Tell me a long story")
+    conv = conversation(model, ChatOptions(max_new_tokens=6))
+    first = conv.send("Tell me a long story")
+    assert first.stop_reason == StopReason.LENGTH
+    cut = conv.messages[-1].content
+    more = conv.continue_last()
+    assert more.prefill_tokens == 1  # the generator still held the answer: only its last token is fed again
+    assert len(conv.messages) == 2 and conv.messages[-1].content.startswith(cut)
+    assert conv.messages[-1].content == whole.messages[-1].content  # greedy: as if it had never stopped
+    assert more.generated_tokens == 6 and more.context_used == first.context_used + 6
+
+
+def test_continue_a_restored_answer_and_refuse_without_one(model: ChatModel) -> None:
+    conv = conversation(model)
+    with pytest.raises(GenerationError, match="no answer to continue"):
+        conv.continue_last()
+    conv.restore(
+        [ChatMessage("user", "Tell me a long story"), ChatMessage("assistant", "Once upon", StopReason.LENGTH)]
+    )
+    pieces: list[str] = []
+    stats = conv.continue_last(pieces.append)
+    assert stats.generated_tokens > 0 and conv.messages[-1].content == "Once upon" + "".join(pieces)
+    assert [m.role for m in conv.messages] == ["user", "assistant"]

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from engines import runtime as engines_runtime
 from engines.chat import model as chat_model
 from engines.chat.conversation import ChatModel
 from engines.chat.model import (
@@ -118,14 +119,14 @@ def test_symlink_out_of_the_folder_refused(folder: Path, tmp_path: Path) -> None
     shutil.copy2(folder / "model.onnx", outside)
     (folder / "model.onnx").unlink()
     (folder / "model.onnx").symlink_to(outside)
-    assert "outside the model folder" in problem(folder)
+    assert "outside the model's folder" in problem(folder)
 
 
 def test_symlinked_config_out_of_the_folder_refused(folder: Path, tmp_path: Path) -> None:
     outside = tmp_path / "config.json"
     shutil.move(folder / GENAI_CONFIG, outside)
     (folder / GENAI_CONFIG).symlink_to(outside)
-    assert "outside the model folder" in problem(folder)
+    assert "outside the model's folder" in problem(folder)
 
 
 def test_missing_model_file(folder: Path) -> None:
@@ -361,7 +362,7 @@ def fake_genai(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., FakeGe
         chat_model.use_fake_genai(fake)
         return fake
 
-    monkeypatch.setattr(chat_model.runtime, "qnn_plugin", lambda: None)
+    monkeypatch.setattr(engines_runtime, "qnn_plugin", lambda: None)
     yield install
     chat_model.use_fake_genai(None)
 
@@ -378,7 +379,7 @@ def test_qnn_plugin_is_registered_before_the_model_and_configured(
     fake_genai: Callable[..., FakeGenai], monkeypatch: pytest.MonkeyPatch, tiny_llm: Path
 ) -> None:
     fake = fake_genai()
-    monkeypatch.setattr(chat_model.runtime, "qnn_plugin", qnn_plugin)
+    monkeypatch.setattr(engines_runtime, "qnn_plugin", qnn_plugin)
     model = ChatModel.load(tiny_llm, DeviceChoice.parse("qnn", strict=True), available=CPU_ONLY | {QNN_EP})
     assert fake.calls[:6] == [
         ("Config", str(tiny_llm.resolve())),
@@ -420,7 +421,7 @@ def test_auto_keeps_the_config_providers(
         ),
     )
     fake = fake_genai()
-    monkeypatch.setattr(chat_model.runtime, "qnn_plugin", qnn_plugin)
+    monkeypatch.setattr(engines_runtime, "qnn_plugin", qnn_plugin)
     model = ChatModel.load(folder, DeviceChoice(), available=CPU_ONLY | {QNN_EP})
     assert "clear_providers" not in fake.names() and "register" in fake.names()
     assert ("set_provider_option", "qnn", "backend_path", "C:/npu-studio/onnxruntime_qnn/QnnHtp.dll") in fake.calls

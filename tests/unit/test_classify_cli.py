@@ -120,3 +120,44 @@ def test_a_model_folder_path_is_used_as_given(
     shutil.copytree(library / "colours", copy)
     assert run(["classify", str(_photo(tmp_path)), "--model", str(copy), "--json", "--device", "cpu"]) == 0
     assert json.loads(capsys.readouterr().out)["model_folder"] == str(copy)
+
+
+def test_progress_line_appears_only_after_a_while_and_ends_at_the_total() -> None:
+    import io
+
+    from app.commands.classify import FolderProgress
+
+    quiet = io.StringIO()
+    slow_to_start = FolderProgress(3, quiet, after_s=60)
+    for _ in range(3):
+        slow_to_start(None)
+    slow_to_start.close()
+    assert quiet.getvalue() == ""
+
+    stream = io.StringIO()
+    progress = FolderProgress(4, stream, after_s=0, every_s=60)
+    for _ in range(4):
+        progress(None)
+    progress.close()
+    lines = stream.getvalue().splitlines()
+    assert lines[0].startswith("classified 1/4 photos (")  # the first one shows, then at most every 60 s
+    assert lines[-1].startswith("classified 4/4 photos (")  # the last one always shows
+    assert len(lines) == 2
+
+
+def test_a_folder_shows_progress_on_stderr_but_never_with_json(
+    library: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from app.commands import classify
+
+    monkeypatch.setattr(classify, "PROGRESS_AFTER_S", 0.0)
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    for i in range(3):
+        Image.new("RGB", (32, 32), (240, 0, i)).save(folder / f"{i}.png")
+    assert run(["classify", str(folder), "--device", "cpu", "--model", "colours"]) == 0
+    assert "classified 3/3 photos" in capsys.readouterr().err
+    assert run(["classify", str(folder), "--device", "cpu", "--model", "colours", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "classified" not in captured.err
+    assert len(json.loads(captured.out)["results"]) == 3

@@ -186,14 +186,18 @@ def real(tmp_path_factory: pytest.TempPathFactory) -> Built:
 def test_real_payload_has_exactly_the_x64_runtime_set(real: Built) -> None:
     site = real.payload / "_internal" / "site-packages"
     dist_infos = {p.name.split("-")[0].lower() for p in site.glob("*.dist-info")}
-    assert {"onnxruntime_directml", "onnxruntime_genai_directml", "pyside6_essentials", "numpy"} <= dist_infos
-    assert not dist_infos & {"onnxruntime", "onnxruntime_qnn", "onnxruntime_genai", "onnxruntime_windowsml"}
+    expected = {"onnxruntime_windowsml", "onnxruntime_genai_winml", "windowsml", "onnxruntime_ep_openvino"}
+    assert expected | {"pyside6_essentials", "numpy"} <= dist_infos
+    assert not dist_infos & {"onnxruntime", "onnxruntime_qnn", "onnxruntime_genai", "onnxruntime_directml"}
     assert (site / "onnxruntime" / "capi" / "DirectML.dll").is_file()
     assert (site / "onnxruntime" / "capi" / "onnxruntime_pybind11_state.pyd").is_file()
+    assert (site / "windowsml" / "lib" / "Microsoft.Windows.AI.MachineLearning.dll").is_file()
+    assert list((site / "onnxruntime_ep_openvino").glob("*.dll"))
     assert not (site / "onnxruntime_qnn").exists()
     info = json.loads((real.payload / wix.PAYLOAD_INFO).read_text(encoding="utf-8"))
-    assert info["packages"]["onnxruntime-directml"] == "1.24.4"
-    assert info["packages"]["onnxruntime-genai-directml"] == "0.13.1"
+    assert info["packages"]["onnxruntime-windowsml"] == "1.30.0.202609102321"
+    assert info["packages"]["onnxruntime-genai-winml"] == "0.18.0"
+    assert info["packages"]["onnxruntime-ep-openvino"] == "1.8.1"
     assert info["models"] == ["tiny-classifier"]
     assert (real.payload / "_internal" / "app" / "__main__.py").is_file()
     assert (real.payload / "_internal" / "assets" / "models" / "tiny-classifier" / "model.onnx").is_file()
@@ -532,11 +536,13 @@ def real_arm64(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_real_arm64_payload_has_the_qnn_runtime_set(real_arm64: Path) -> None:
     site = real_arm64 / "_internal" / "site-packages"
     dist_infos = {p.name.split("-")[0].lower() for p in site.glob("*.dist-info")}
-    assert {"onnxruntime", "onnxruntime_qnn", "onnxruntime_genai", "pyside6_essentials"} <= dist_infos
-    assert not dist_infos & {"onnxruntime_directml", "onnxruntime_genai_directml", "onnxruntime_windowsml"}
+    expected = {"onnxruntime_windowsml", "onnxruntime_genai_winml", "windowsml", "onnxruntime_qnn"}
+    assert expected | {"pyside6_essentials"} <= dist_infos
+    # onnxruntime-qnn came in without its dependencies: no plain onnxruntime over the Windows ML build
+    assert not dist_infos & {"onnxruntime", "onnxruntime_genai", "onnxruntime_directml", "onnxruntime_ep_openvino"}
     assert (site / "onnxruntime_qnn" / "onnxruntime_providers_qnn.dll").is_file()
     assert (site / "onnxruntime_qnn" / "QnnHtp.dll").is_file()
-    assert not (site / "onnxruntime" / "capi" / "DirectML.dll").exists()
+    assert (site / "onnxruntime" / "capi" / "DirectML.dll").is_file()  # DirectML on ARM64 too
     info = json.loads((real_arm64 / wix.PAYLOAD_INFO).read_text(encoding="utf-8"))
     assert info["target"] == "win_arm64" and info["packages"]["onnxruntime-qnn"].startswith("2.")
     stub = (real_arm64 / "npu-studio.cmd").read_text(encoding="ascii")

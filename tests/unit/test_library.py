@@ -453,7 +453,7 @@ BROKEN_GENAI = {
     "config is not JSON": "not valid JSON",
     "no tokenizer.json": "has no tokenizer.json",
     "no chat template": "no chat template",
-    "decoder file missing": "model.onnx .* is missing",
+    "decoder file missing": r"is missing \(model.onnx\)",
     "external data missing": "missing",
     "decoder path with ..": "'\\.\\.'",
     "absolute decoder path": "absolute path",

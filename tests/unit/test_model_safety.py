@@ -11,7 +11,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from engines.errors import ModelError
-from engines.models.safety import inspect_onnx, safe_child
+from engines.models.paths import is_inside, resolve_inside
+from engines.models.safety import inspect_onnx
 from engines.types import DeviceChoice
 from engines.vision.classifier import ImageClassifier
 from tests.unit.tiny_models import colour_classifier
@@ -121,8 +122,33 @@ def test_the_classifier_checks_before_loading(tmp_path: Path) -> None:
         ImageClassifier.from_folder(folder, DeviceChoice.parse("cpu"))
 
 
-def test_safe_child_accepts_nested_files(tmp_path: Path) -> None:
-    (tmp_path / "a").mkdir()
-    assert safe_child(tmp_path, "a/b.bin", "x") == tmp_path / "a" / "b.bin"
-    with pytest.raises(ModelError):
-        safe_child(tmp_path, "", "x")
+
+
+def test_resolve_inside_accepts_nested_files_and_refuses_every_way_out(tmp_path: Path) -> None:
+    root = tmp_path / "model"
+    (root / "a").mkdir(parents=True)
+    (root / "a" / "b.bin").write_bytes(b"x")
+    assert resolve_inside(root, "a/b.bin") == (root / "a" / "b.bin").resolve()
+    assert resolve_inside(root, "a\\b.bin", must_exist=True) == (root / "a" / "b.bin").resolve()
+    (tmp_path / "elsewhere.bin").write_bytes(b"x")
+    os.symlink(tmp_path / "elsewhere.bin", root / "link.bin")
+    refused = {
+        "": "empty",
+        "a\x00b": "NUL",
+        "/etc/passwd": "absolute path",
+        "C:\\Windows\\win.ini": "absolute path",
+        "C:win.ini": "absolute path",
+        "\\\\server\\share\\x": "absolute path",
+        "\\Windows\\win.ini": "absolute path",
+        "../x": "'..'",
+        "a/../../x": "'..'",
+        "..\\x": "'..'",
+        ".": "the model folder itself",
+        "link.bin": "is a link to a file outside",
+    }
+    for name, words in refused.items():
+        with pytest.raises(ModelError, match=words):
+            resolve_inside(root, name)
+    with pytest.raises(ModelError, match="is missing"):
+        resolve_inside(root, "a/none.bin", must_exist=True)
+    assert is_inside(root / "a" / "b.bin", root) and not is_inside(root / "link.bin", root)

@@ -52,6 +52,8 @@ def _custom() -> Settings:
         top_k=3,
         allow_downloads=True,
         last_open_dir="/home/ü/Pictures",
+        chat_enter_sends=False,
+        last_conversation=42,
     )
 
 

@@ -381,3 +381,66 @@ def test_cli_download_offline_is_not_attempted(
     monkeypatch.setattr(catalog, "windows_update_reachable", lambda timeout=3.0: False)
     assert _cli(["devices", "--download-eps", "--yes"]) == 1
     assert "offline" in capsys.readouterr().out and ep.ensure_calls == 0
+
+
+# ---- the EP in use is the one sessions and chat are configured for ------------------------------------------
+
+
+def test_a_catalog_qnn_gets_its_own_htp_backend_in_sessions_and_chat(use: Install, windows: Any) -> None:
+    from engines.chat import model as chat_model
+    from engines.runtime.sessions import SessionSettings, default_ep_options
+
+    windows("ARM64")
+    use(_snapdragon_with_catalog(_qnn_catalog()))
+    devices.discover()
+    catalog_htp = r"C:\Program Files\WindowsApps\QNN\QnnHtp.dll"
+    assert default_ep_options(QNN, SessionSettings())["backend_path"] == catalog_htp
+    calls: list[tuple[str, str]] = []
+
+    class Og:
+        def register_execution_provider_library(self, name: str, path: str) -> None:
+            calls.append((name, path))
+            raise RuntimeError(f"EP library is already registered under {name}")  # the shared ONNX Runtime
+
+    with chat_model._plugin_lock:
+        chat_model._registered_plugins.clear()
+    assert chat_model.register_qnn_plugin(Og()) == catalog_htp
+    assert calls == [(QNN, r"C:\Program Files\WindowsApps\QNN\onnxruntime_providers_qnn.dll")]
+
+
+def test_without_the_catalog_sessions_use_the_bundled_htp_backend(use: Install, windows: Any) -> None:
+    from engines.runtime.sessions import SessionSettings, default_ep_options
+
+    windows("ARM64")
+    use(_snapdragon_with_catalog(build=22631))
+    devices.discover()
+    assert default_ep_options(QNN, SessionSettings())["backend_path"] == r"C:\app\onnxruntime_qnn\QnnHtp.dll"
+
+
+# ---- doctor ----------------------------------------------------------------------------------------------------
+
+
+def test_doctor_reports_the_catalog_the_sources_and_a_second_ort_build(
+    use: Install, windows: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from engines import doctor
+
+    windows("ARM64")
+    fake = _snapdragon_with_catalog(_qnn_catalog(), FakeCatalogEp(OPENVINO, "1.8.69", "", EpReadyState.NotPresent))
+    fake.supported_ops[QNN] = None
+    use(fake)
+    installed = {"onnxruntime-windowsml": "1.30.0.202609102321", "onnxruntime": "1.32.0"}
+    monkeypatch.setattr(doctor, "_package_version", lambda name: installed.get(name, ""))
+    report = doctor.run_doctor(classifier=None, chat_model=None, chat=None)
+    text = report.text()
+    assert "PROBLEM: 2 ONNX Runtime builds are installed (onnxruntime 1.32.0, onnxruntime-windowsml" in text
+    assert "Windows ML catalog (windowsml 2.5.96, Windows build 26100): QNNExecutionProvider 2.2420.43 (ready)" in text
+    assert "Plugin EP QNN 2.2420.43 from Windows ML catalog: registered" in text
+    assert "Plugin EP OpenVINO 1.8.69 from Windows ML catalog: not downloaded" in text
+    assert "Plugin EP QNN 2.7.0 from onnxruntime-qnn: installed, not used (not used: QNN 2.2420.43 from the" in text
+    assert "Windows ML catalog" in next(line for line in text.splitlines() if "✔ NPU" in line)
+    # every usable NPU gets a strict session (the fake has no kernels to run, so only its creation counts)
+    assert any(s.check == "strict session" and s.device == QNN for s in report.steps)
+    strict = [s for s in fake.sessions if s.options.config.get("session.disable_cpu_ep_fallback") == "1"]
+    assert strict and strict[0].assignment.keys() == {QNN}
+    assert report.as_dict()["versions"]["windows_ml"]["providers"][0]["name"] == QNN

@@ -1,0 +1,86 @@
+"""Words the chat shows about an answer: the stats line, where it ran, the conversation title and the
+starter prompts. Pure functions of plain data (the stored stats dict), so the transcript, the export
+and the tests read the same words."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import QCoreApplication
+
+from engines.types import short_ep_name
+
+TITLE_CHARS = 48
+
+
+def tr(text: str) -> str:
+    return QCoreApplication.translate("ChatView", text)
+
+
+def starter_prompts() -> list[str]:
+    """Offered in an empty chat (one click sends): short, and within a small model's reach."""
+    return [
+        tr("Explain what an NPU is in two sentences."),
+        tr("Write a Python function that reverses a string."),
+        tr("Give me three ideas for a rainy Sunday."),
+        tr("Summarise the water cycle for a ten-year-old."),
+    ]
+
+
+def title_from(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1].rstrip() + "…"
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.2f} s" if value < 0.1 else f"{value:.1f} s"
+
+
+def stats_line(stats: dict[str, Any]) -> str:
+    """ "decode 95 tok/s · prefill 800 tok/s · TTFT 0.2 s · 64 tokens" (+ why it stopped, when that matters)."""
+    parts: list[str] = []
+    rate = stats.get("decode_tokens_per_s")
+    if isinstance(rate, int | float) and rate > 0:
+        parts.append(tr("decode {rate} tok/s").format(rate=f"{rate:.0f}"))
+    prefill = stats.get("prefill_tokens_per_s")
+    if isinstance(prefill, int | float) and prefill > 0:
+        parts.append(tr("prefill {rate} tok/s").format(rate=f"{prefill:.0f}"))
+    ttft = stats.get("time_to_first_token_s")
+    if isinstance(ttft, int | float) and ttft > 0:
+        parts.append(tr("TTFT {seconds}").format(seconds=_seconds(ttft)))
+    generated = stats.get("generated_tokens")
+    if isinstance(generated, int):
+        parts.append(tr("{count} tokens").format(count=generated) if generated != 1 else tr("1 token"))
+    reason = stats.get("stop_reason")
+    if reason == "length":
+        parts.append(tr("stopped at the answer length limit"))
+    elif reason == "context":
+        parts.append(tr("context window full"))
+    dropped = stats.get("dropped_turns")
+    if isinstance(dropped, int) and dropped:
+        parts.append(
+            tr("the oldest message left the context")
+            if dropped == 1
+            else tr("the {count} oldest messages left the context").format(count=dropped)
+        )
+    return " · ".join(parts)
+
+
+def answer_chip(ep: str, device: str, stats: dict[str, Any] | None) -> tuple[str, str, str]:
+    """(kind, line, reason) of where an answer ran: "CPU", or "Asked NPU → Ran on CPU" after a fallback."""
+    if not ep:
+        return ("", "", "")
+    where = short_ep_name(ep)
+    if device and device.lower() not in (where.lower(), ""):
+        where = f"{where} ({device})"
+    stats = stats or {}
+    if stats.get("fell_back"):
+        asked = str(stats.get("asked") or "").replace(" (strict)", "")
+        reason = str(stats.get("fallback_reason") or "")
+        line = (
+            tr("Asked {asked} → Ran on {ran}").format(asked=asked, ran=where)
+            if asked and asked.lower() != "automatic"
+            else tr("Fell back to {ran}").format(ran=where)
+        )
+        return ("warn", line, reason or line)
+    return ("ok", where, tr("This answer was generated on {where}.").format(where=where))
