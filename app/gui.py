@@ -261,6 +261,12 @@ class Studio(QObject):
         geometry = QByteArray.fromBase64(self.settings.window_geometry.encode("ascii", "ignore"))
         restored = not geometry.isEmpty() and w.restoreGeometry(geometry)
         self.open_maximized = fit_window(w, restored)  # first size from the screen; maximized when small
+        if _headless():
+            # Offscreen there is no real screen to fit (its 800x600 is a placeholder): the smallest
+            # laptop size the app promises, so that headless runs and tests see that layout.
+            self.open_maximized = False
+            if not restored:
+                w.resize(1280, 720)
         state = QByteArray.fromBase64(self.settings.window_state.encode("ascii", "ignore"))
         if not state.isEmpty():
             w.restoreState(state)
