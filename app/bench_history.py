@@ -147,9 +147,8 @@ def _matches(value: object, hint: Any) -> bool:
         return isinstance(value, str)
     if origin is tuple:
         args = typing.get_args(hint)
-        return isinstance(value, tuple) and (
-            len(args) != 2 or args[1] is not Ellipsis or all(_matches(v, args[0]) for v in value)
-        )
+        return isinstance(value, tuple) and (len(args) != 2 or args[1] is not Ellipsis
+                                             or all(_matches(v, args[0]) for v in value))
     if origin is dict or hint is dict:
         return isinstance(value, dict)
     if isinstance(hint, type):

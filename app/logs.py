@@ -37,7 +37,7 @@ class SelfDisablingFileHandler(logging.handlers.RotatingFileHandler):
         if self.disabled_reason:
             return
         error = sys.exc_info()[1]
-        self.disabled_reason = getattr(error, "strerror", None) or str(error) or type(error).__name__
+        self.disabled_reason = (getattr(error, "strerror", None) or str(error) or type(error).__name__)
         with contextlib.suppress(OSError, ValueError):  # no usable stderr either: stay silent
             sys.stderr.write(
                 f"npu-studio: the log file {self.baseFilename} cannot be written ({self.disabled_reason}); "

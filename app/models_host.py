@@ -116,15 +116,9 @@ class ModelsWorker(Worker):
             self.status.emit(f"Importing {name}…")
             throttle = _Throttle(self.progress.emit)
             try:
-                entry = import_model(
-                    Path(source),
-                    self.places.user_dir,
-                    bundled_dir=self.places.bundled_dir,
-                    classifier=classifier,
-                    details=details,
-                    cancel=cancel,
-                    progress=lambda done, total: throttle(f"Importing {name}", done, total),
-                )
+                entry = import_model(Path(source), self.places.user_dir, bundled_dir=self.places.bundled_dir,
+                                     classifier=classifier, details=details, cancel=cancel,
+                                     progress=lambda done, total: throttle(f"Importing {name}", done, total))
             except CancelledError as exc:
                 self.cancelled.emit(exc.user_text())
                 return
@@ -169,14 +163,8 @@ class ModelsWorker(Worker):
 
             self.status.emit(f"Downloading {entry.display_name}…")
             try:
-                model = download_model(
-                    entry,
-                    self.places.user_dir,
-                    allowed=allowed,
-                    bundled_dir=self.places.bundled_dir,
-                    progress=on_progress,
-                    cancel=cancel,
-                )
+                model = download_model(entry, self.places.user_dir, allowed=allowed,
+                                       bundled_dir=self.places.bundled_dir, progress=on_progress, cancel=cancel)
             except CancelledError as exc:
                 self.cancelled.emit(exc.user_text())
                 self._then_list()  # the partial download shows in the catalog

@@ -120,9 +120,8 @@ class ClassifierImportDialog(QDialog):
         form.addRow(buttons)
 
     def _browse_labels(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(
-            self, "Labels file", str(Path(self.model_path).parent), "Text files (*.txt);;All files (*)"
-        )
+        path, _ = QFileDialog.getOpenFileName(self, "Labels file", str(Path(self.model_path).parent),
+                                              "Text files (*.txt);;All files (*)")
         if path:
             self.labels.setText(path)
 
@@ -311,11 +310,8 @@ class ModelsView(QWidget):
             row = self.catalog_table.rowCount()
             self.catalog_table.insertRow(row)
             partial = snapshot.partial_bytes.get(entry.id, 0)
-            status = (
-                "Installed"
-                if entry.id in installed
-                else (f"Partial ({format_bytes(partial)}), resumes" if partial else "—")
-            )
+            status = "Installed" if entry.id in installed else (
+                f"Partial ({format_bytes(partial)}), resumes" if partial else "—")
             cells = [
                 _item(entry.display_name, f"{entry.repo_id} / {entry.subfolder or '(root)'}", data=entry.id),
                 _item(", ".join(d.upper() for d in entry.devices)),
@@ -362,17 +358,12 @@ class ModelsView(QWidget):
         self.set_busy(False)
         self.banners.show_message(
             f"Imported {entry.display_name} ({format_bytes(entry.size_bytes)}).",
-            f"SHA-256 {entry.sha256}. Devices: {', '.join(entry.devices)}.",
-            severity="info",
-        )
+            f"SHA-256 {entry.sha256}. Devices: {', '.join(entry.devices)}.", severity="info")
 
     def show_downloaded(self, entry: Any) -> None:
         self.set_busy(False)
-        self.banners.show_message(
-            f"Downloaded {entry.display_name} ({format_bytes(entry.size_bytes)}).",
-            f"Verified and added to your library as {entry.name}.",
-            severity="info",
-        )
+        self.banners.show_message(f"Downloaded {entry.display_name} ({format_bytes(entry.size_bytes)}).",
+                                  f"Verified and added to your library as {entry.name}.", severity="info")
 
     def show_removed(self, name: str) -> None:
         self.set_busy(False)
@@ -387,16 +378,11 @@ class ModelsView(QWidget):
         if report.ok:
             self.banners.show_message(
                 f"{report.name} is intact: {report.files_checked} files, {format_bytes(report.bytes_checked)} "
-                "re-hashed, all match the manifest.",
-                severity="info",
-            )
+                "re-hashed, all match the manifest.", severity="info")
         else:
             shown = "; ".join(report.problems[:4]) + (" …" if len(report.problems) > 4 else "")
-            self.banners.show_message(
-                f"{report.name} changed since it was added: {shown}",
-                "Re-import or re-download the model.",
-                severity="error",
-            )
+            self.banners.show_message(f"{report.name} changed since it was added: {shown}",
+                                      "Re-import or re-download the model.", severity="error")
 
     def set_downloads_allowed(self, allowed: bool) -> None:
         self.allow_box.blockSignals(True)
@@ -454,8 +440,7 @@ class ModelsView(QWidget):
             self.use_button.setToolTip("Make the selected model the one its view uses (remembered)")
         self.remove_button.setEnabled(idle and entry is not None and not entry.bundled)
         self.remove_button.setToolTip(
-            "Bundled demo models are read-only" if entry is not None and entry.bundled else "Delete from your library"
-        )
+            "Bundled demo models are read-only" if entry is not None and entry.bundled else "Delete from your library")
         for button in (self.import_folder_button, self.import_classifier_button, self.refresh_button):
             button.setEnabled(idle)
         allowed = self.allow_box.isChecked()
@@ -468,8 +453,7 @@ class ModelsView(QWidget):
         if entry_info is not None:
             self.catalog_details.setText(
                 f"{rich_text(entry_info.publisher)} · {rich_text(entry_info.parameters)} parameters · "
-                f"{rich_text(entry_info.notes)}"
-            )
+                f"{rich_text(entry_info.notes)}")
         else:
             self.catalog_details.setText("Select a model to download it into your library (verified, resumable).")
 
@@ -482,7 +466,6 @@ class ModelsView(QWidget):
         entry = self.selected_entry()
         if entry is not None and entry.usable:
             self.use_requested.emit(entry.kind, entry.name)
-
     def _allow_toggled(self, allowed: bool) -> None:
         self._update_buttons()
         self.allow_downloads_changed.emit(allowed)
@@ -512,10 +495,8 @@ class ModelsView(QWidget):
         entry = self.selected_entry()
         if entry is None or entry.bundled:
             return
-        if self.confirm(
-            f"Remove {entry.display_name}?",
-            f"This deletes {entry.folder} ({format_bytes(entry.size_bytes)}) from your library.",
-        ):
+        if self.confirm(f"Remove {entry.display_name}?",
+                        f"This deletes {entry.folder} ({format_bytes(entry.size_bytes)}) from your library."):
             self.set_busy(True, f"Removing {entry.name}…", cancellable=False)
             self.remove_requested.emit(entry.name)
 

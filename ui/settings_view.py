@@ -128,13 +128,8 @@ def options_summary(options: dict[str, Any]) -> str:
         return "Generation settings: the model's own defaults."
     parts = []
     for key, value in options.items():
-        shown = (
-            ("on" if value else "off")
-            if isinstance(value, bool)
-            else f"{value:g}"
-            if isinstance(value, float)
-            else str(value)
-        )
+        shown = ("on" if value else "off") if isinstance(value, bool) else f"{value:g}" if isinstance(
+            value, float) else str(value)
         parts.append(f"{OPTION_NAMES.get(key, key)} {shown}")
     return "Generation settings changed from the model's defaults: " + ", ".join(parts) + "."
 
@@ -176,8 +171,8 @@ class SettingsView(QWidget):
         outer.setContentsMargins(MARGIN, MARGIN, MARGIN, 0)
         outer.setSpacing(SPACING)
         self.header = ViewHeader(
-            "Settings",
-            "How NPU Studio looks, the device it runs on, what it may download, compiled models and diagnostics.",
+            "Settings", "How NPU Studio looks, the device it runs on, what it may download, compiled models "
+            "and diagnostics."
         )
         self.save_label = muted_label(SAVED_TEXT, word_wrap=False)
         self.header.controls.addWidget(self.save_label)
@@ -204,12 +199,8 @@ class SettingsView(QWidget):
         left.setSpacing(SPACING)
         right = QVBoxLayout()
         right.setSpacing(SPACING)
-        for card in (
-            self._appearance(theme),
-            self._devices(),
-            self._privacy(allow_downloads),
-            self._chat(system_prompt, chat_options or {}),
-        ):
+        for card in (self._appearance(theme), self._devices(), self._privacy(allow_downloads),
+                     self._chat(system_prompt, chat_options or {})):
             left.addWidget(card)
         left.addStretch(1)
         right.addWidget(self._cache(), 1)
@@ -236,12 +227,9 @@ class SettingsView(QWidget):
         self.theme_box.currentIndexChanged.connect(self._theme_picked)
         form.addRow("Theme", self.theme_box)
         card.body.addLayout(form)
-        card.body.addWidget(
-            muted_label(
-                "System follows your OS (light or dark) while the app runs; icons take a new theme's colours "
-                "the next time NPU Studio starts."
-            )
-        )
+        card.body.addWidget(muted_label(
+            "System follows your OS (light or dark) while the app runs; icons take a new theme's colours "
+            "the next time NPU Studio starts."))
         return card
 
     def _devices(self) -> Card:
@@ -249,12 +237,9 @@ class SettingsView(QWidget):
         card.body.addWidget(_section("Device"))
         self.picker = DevicePicker(self.choice_model)
         card.body.addWidget(self.picker)
-        card.body.addWidget(
-            muted_label(
-                "Classify and Chat run on this choice; their pickers show the same one. Strict: the chosen device "
-                "must run the whole model, or you get an error instead of a fallback."
-            )
-        )
+        card.body.addWidget(muted_label(
+            "Classify and Chat run on this choice; their pickers show the same one. Strict: the chosen device "
+            "must run the whole model, or you get an error instead of a fallback."))
         self.devices_label = muted_label()
         card.body.addWidget(self.devices_label)
         self.choice_model.devices_changed.connect(self._show_devices)
@@ -268,12 +253,9 @@ class SettingsView(QWidget):
         self.allow_box.setChecked(allow_downloads)
         self.allow_box.toggled.connect(lambda allowed: emit(self.allow_downloads_changed, allowed))
         card.body.addWidget(self.allow_box)
-        card.body.addWidget(
-            muted_label(
-                "Off by default: NPU Studio works fully offline. When on, the Models view downloads a model from "
-                "the Hugging Face Hub only when you ask (its “Allow downloads” switch is this same setting)."
-            )
-        )
+        card.body.addWidget(muted_label(
+            "Off by default: NPU Studio works fully offline. When on, the Models view downloads a model from "
+            "the Hugging Face Hub only when you ask (its “Allow downloads” switch is this same setting)."))
         return card
 
     def _chat(self, system_prompt: str, options: dict[str, Any]) -> Card:
@@ -314,13 +296,10 @@ class SettingsView(QWidget):
         self.cache_refresh_button.clicked.connect(self.refresh_cache)
         head.addWidget(self.cache_refresh_button)
         card.body.addLayout(head)
-        card.body.addWidget(
-            muted_label(
-                "An NPU compiles a model for itself on its first load; NPU Studio keeps the result (an EPContext "
-                "model) so later loads are fast. A compiled model only loads with the EP, SDK and driver that made "
-                "it: after an update it is compiled again."
-            )
-        )
+        card.body.addWidget(muted_label(
+            "An NPU compiles a model for itself on its first load; NPU Studio keeps the result (an EPContext "
+            "model) so later loads are fast. A compiled model only loads with the EP, SDK and driver that made "
+            "it: after an update it is compiled again."))
         self.cache_stack = QStackedWidget()
         self.cache_table = QTableWidget(0, len(CACHE_COLUMNS))
         self.cache_table.setHorizontalHeaderLabels(list(CACHE_COLUMNS))
@@ -363,12 +342,9 @@ class SettingsView(QWidget):
     def _diagnostics(self) -> Card:
         card = Card()
         card.body.addWidget(_section("Diagnostics"))
-        card.body.addWidget(
-            muted_label(
-                "Checks every device as `npu-studio doctor` does (without the chat check) and saves a zip with the "
-                "report, the recent logs and your settings — no conversations, no models. Attach it to a bug report."
-            )
-        )
+        card.body.addWidget(muted_label(
+            "Checks every device as `npu-studio doctor` does (without the chat check) and saves a zip with the "
+            "report, the recent logs and your settings — no conversations, no models. Attach it to a bug report."))
         row = QHBoxLayout()
         self.export_button = QPushButton(icon("export"), "Export diagnostics…")
         self.export_button.setObjectName("Primary")
@@ -578,10 +554,8 @@ class SettingsView(QWidget):
         if self.cache_busy or self.listing is None or not self.listing.entries:
             return
         total = format_bytes(self.listing.total_bytes)
-        if self.confirm(
-            "Clear all compiled models?",
-            f"Delete every compiled model ({total})? Each model compiles again on its next NPU load.",
-        ):
+        if self.confirm("Clear all compiled models?",
+                        f"Delete every compiled model ({total})? Each model compiles again on its next NPU load."):
             self._set_cache_busy(True)
             emit(self.cache_clear_requested)
 
@@ -635,8 +609,7 @@ class SettingsView(QWidget):
         if self.open_url(QUrl.fromLocalFile(path)):
             return True
         self.banners.show_message(
-            f"Could not open {path}.",
-            "Open it from your file manager (the path can be selected and copied).",
+            f"Could not open {path}.", "Open it from your file manager (the path can be selected and copied).",
             severity="warning",
         )
         return False

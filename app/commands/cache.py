@@ -52,14 +52,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
     for entry in entries:
         created = time.strftime("%Y-%m-%d %H:%M", time.localtime(entry.created))
-        print(
-            f"- {entry.model_name} for {entry.ep}  ({_size(entry.size_bytes)}, compiled {created} in "
-            f"{entry.compile_seconds:.1f} s)"
-        )
-        print(
-            f"    {entry.ep_version}; ONNX Runtime {entry.ort_version}"
-            + (f"; driver {entry.driver_version}" if entry.driver_version else "")
-        )
+        print(f"- {entry.model_name} for {entry.ep}  ({_size(entry.size_bytes)}, compiled {created} in "
+              f"{entry.compile_seconds:.1f} s)")
+        print(f"    {entry.ep_version}; ONNX Runtime {entry.ort_version}"
+              + (f"; driver {entry.driver_version}" if entry.driver_version else ""))
         if entry.options:
             print("    options: " + ", ".join(f"{k}={v}" for k, v in sorted(entry.options.items())))
     print(f"{len(entries)} compiled model(s), {_size(cache.total_bytes())}. `npu-studio cache clear` removes them.")

@@ -111,12 +111,10 @@ def run_list(args: argparse.Namespace) -> int:
             with suppress(StudioError):  # a fit hint is a bonus: a model without one is still listed
                 fits[entry.folder.as_posix()] = estimate_fit(entry.folder, args.context)
     if args.json:
-        print_json(
-            [
-                {**e.as_dict(), "fit": fits[e.folder.as_posix()].as_dict() if e.folder.as_posix() in fits else None}
-                for e in entries
-            ]
-        )
+        print_json([
+            {**e.as_dict(), "fit": fits[e.folder.as_posix()].as_dict() if e.folder.as_posix() in fits else None}
+            for e in entries
+        ])
         return 0
     if not entries:
         print("No models. Build the demo models (bash setup.sh) or import one with `npu-studio models import PATH`.")
@@ -124,20 +122,11 @@ def run_list(args: argparse.Namespace) -> int:
     rows = [["NAME", "KIND", "ORIGIN", "SIZE", "SHA256", "PRECISION", "DEVICES", "LICENCE", "FIT", "STATUS"]]
     for e in entries:
         fit = fits.get(e.folder.as_posix())
-        rows.append(
-            [
-                e.name,
-                e.kind,
-                e.origin,
-                _mb(e.size_bytes),
-                e.short_sha or "-",
-                e.precision or "-",
-                ",".join(e.devices) or "-",
-                e.licence or "unknown",
-                fit.verdict if fit else "-",
-                "ok" if e.usable else f"problem: {e.problem}",
-            ]
-        )
+        rows.append([
+            e.name, e.kind, e.origin, _mb(e.size_bytes), e.short_sha or "-", e.precision or "-",
+            ",".join(e.devices) or "-", e.licence or "unknown", fit.verdict if fit else "-",
+            "ok" if e.usable else f"problem: {e.problem}",
+        ])
     print(_table(rows))
     print(f"\nBundled models: {paths.bundled_models_dir()} (read-only)\nYour models:    {paths.user_models_dir()}")
     return 0
@@ -229,16 +218,12 @@ def run_import(args: argparse.Namespace) -> int:
     is_onnx_file = source.suffix.lower() == ".onnx"
     classifier_flags = [args.size, args.resize, args.mean, args.std, args.layout, args.output_kind]
     if not is_onnx_file and (args.labels or any(flag is not None for flag in classifier_flags)):
-        raise StudioError(
-            "--labels and the preprocessing options are for an .onnx classifier file.",
-            "Give the .onnx file as PATH, or leave the options out for a model folder.",
-        )
+        raise StudioError("--labels and the preprocessing options are for an .onnx classifier file.",
+                          "Give the .onnx file as PATH, or leave the options out for a model folder.")
     if is_onnx_file:
         if not args.labels:
-            raise StudioError(
-                f"{source.name} is a classifier file: NPU Studio needs its class names.",
-                "Add --labels FILE (one class name per line, in output order).",
-            )
+            raise StudioError(f"{source.name} is a classifier file: NPU Studio needs its class names.",
+                              "Add --labels FILE (one class name per line, in output order).")
         size = None
         if args.size:
             if len(args.size) > 2 or any(v < 1 for v in args.size):
@@ -256,33 +241,21 @@ def run_import(args: argparse.Namespace) -> int:
             output_kind=args.output_kind,
         )
     details = ImportDetails(
-        name=args.name,
-        display_name=args.display_name,
-        licence=args.licence,
-        precision=args.precision,
+        name=args.name, display_name=args.display_name, licence=args.licence, precision=args.precision,
         devices=_devices(args.devices),
     )
     progress = _Progress(f"Importing {source.name}")
     with _cancel_on_ctrl_c() as token:
         try:
-            entry = import_model(
-                source,
-                paths.user_models_dir(),
-                bundled_dir=paths.bundled_models_dir(),
-                classifier=classifier,
-                details=details,
-                progress=progress,
-                cancel=token,
-            )
+            entry = import_model(source, paths.user_models_dir(), bundled_dir=paths.bundled_models_dir(),
+                                 classifier=classifier, details=details, progress=progress, cancel=token)
         finally:
             progress.finish()
     if args.json:
         print_json(entry.as_dict())
     else:
-        print(
-            f"Imported {entry.name} ({entry.kind}, {_mb(entry.size_bytes)}, {entry.precision}, "
-            f"devices {','.join(entry.devices)}) into {entry.folder}"
-        )
+        print(f"Imported {entry.name} ({entry.kind}, {_mb(entry.size_bytes)}, {entry.precision}, "
+              f"devices {','.join(entry.devices)}) into {entry.folder}")
         print(f"sha256 {entry.sha256}")
     return 0
 
@@ -335,44 +308,23 @@ def run_catalog(args: argparse.Namespace) -> int:
     user = paths.user_models_dir()
     allowed = load_settings()[0].allow_downloads
     if args.json:
-        print_json(
-            {
-                "downloads_allowed": allowed,
-                "models": [
-                    {**e.as_dict(), "installed": (user / e.id).is_dir(), "partial_bytes": partial_bytes(user, e.id)}
-                    for e in catalog
-                ],
-            }
-        )
+        print_json({
+            "downloads_allowed": allowed,
+            "models": [{**e.as_dict(), "installed": (user / e.id).is_dir(), "partial_bytes": partial_bytes(user, e.id)}
+                       for e in catalog],
+        })
         return 0
     rows = [["ID", "DEVICES", "PRECISION", "SIZE", "CONTEXT", "LICENCE", "STATUS"]]
     for e in catalog:
         partial = partial_bytes(user, e.id)
         status = "installed" if (user / e.id).is_dir() else f"partial {_mb(partial)}" if partial else "-"
-        rows.append(
-            [
-                e.id,
-                ",".join(e.devices),
-                e.precision,
-                f"~{_mb(e.size_bytes)}" if e.size_bytes else "?",
-                f"{e.context_length:,}" if e.context_length else "?",
-                e.licence or "?",
-                status,
-            ]
-        )
+        rows.append([e.id, ",".join(e.devices), e.precision, f"~{_mb(e.size_bytes)}" if e.size_bytes else "?",
+                     f"{e.context_length:,}" if e.context_length else "?", e.licence or "?", status])
     print(_table(rows))
-    print(
-        "\nDownloads are "
-        + (
-            "allowed."
-            if allowed
-            else "turned off (setting allow_downloads): nothing is downloaded unless you pass --allow-download."
-        )
-    )
-    print(
-        "Download one with `npu-studio models download ID`; repositories: "
-        + ", ".join(sorted({e.repo_id for e in catalog}))
-    )
+    print("\nDownloads are " + ("allowed." if allowed else
+          "turned off (setting allow_downloads): nothing is downloaded unless you pass --allow-download."))
+    print("Download one with `npu-studio models download ID`; repositories: "
+          + ", ".join(sorted({e.repo_id for e in catalog})))
     return 0
 
 
@@ -393,22 +345,15 @@ def run_download(args: argparse.Namespace) -> int:
 
     with _cancel_on_ctrl_c() as token:
         try:
-            model = download_model(
-                entry,
-                user,
-                allowed=allowed,
-                bundled_dir=paths.bundled_models_dir(),
-                name=args.name,
-                progress=progress,
-                cancel=token,
-            )
+            model = download_model(entry, user, allowed=allowed, bundled_dir=paths.bundled_models_dir(),
+                                   name=args.name, progress=progress, cancel=token)
         finally:
             line.finish()
     if args.json:
         print_json(model.as_dict())
     else:
-        print(
-            f"Downloaded {model.name} ({_mb(model.size_bytes)}, {model.precision}, devices "
-            f"{','.join(model.devices)}, licence {model.licence or 'unknown'}) into {model.folder}"
-        )
+        print(f"Downloaded {model.name} ({_mb(model.size_bytes)}, {model.precision}, devices "
+              f"{','.join(model.devices)}, licence {model.licence or 'unknown'}) into {model.folder}")
     return 0
+
+
