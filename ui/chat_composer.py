@@ -207,6 +207,13 @@ class Composer(QWidget):
             )
         self._show_draft()
 
+    def recount(self) -> None:
+        """Another model (another tokenizer): forget the count and ask again."""
+        self._exact = None
+        self._show_draft()
+        if self.input.toPlainText().strip():
+            self._count_timer.start()
+
     def set_exact_count(self, text: str, tokens: int) -> None:
         """The chat host counted `text` with the model's tokenizer."""
         self._exact = (text, tokens)
@@ -242,6 +249,7 @@ class Composer(QWidget):
         text = self.input.toPlainText()
         if not text.strip():
             self.draft_label.setText("")
+            self.keys_label.setVisible(True)
             return
         tokens, exact = self.draft_tokens()
         shown = f"{tokens:,}" if exact else f"≈{tokens:,}"
@@ -249,3 +257,4 @@ class Composer(QWidget):
         over = bool(self.too_long())
         self.draft_label.setText(label + (tr(" · too long for the context") if over else ""))
         self.draft_label.setStyleSheet(f"color: {colors().error};" if over else "")
+        self.keys_label.setVisible(not over)  # the refusal is what matters now: give it the room

@@ -168,7 +168,7 @@ class ChatView(QWidget):
         column = QVBoxLayout(center)
         column.setContentsMargins(0, 0, 0, 0)
         column.setSpacing(8)
-        self.title = QLabel(DEFAULT_TITLE)
+        self.title = QLabel(tr(DEFAULT_TITLE))
         self.title.setObjectName("SectionTitle")
         column.addWidget(self.title)
         self.transcript = Transcript()
@@ -264,7 +264,7 @@ class ChatView(QWidget):
         self.messages = []
         self.cancel_edit()
         self.transcript.set_entries([])
-        self.title.setText(DEFAULT_TITLE)
+        self.title.setText(tr(DEFAULT_TITLE))
         self.conversations.list.clearSelection()
         self.conversations.list.setCurrentRow(-1)
         self._show_context(None)
@@ -571,6 +571,7 @@ class ChatView(QWidget):
             self.panel.set_defaults(defaults)
         if not self.generating and not self.messages:
             self._show_context(None)
+        self.composer.recount()
         self.rederive()
 
     def on_model_failed(self, error: object) -> None:
@@ -594,7 +595,7 @@ class ChatView(QWidget):
         """Chip, state banners and status from the current inputs (see ui.chat_state)."""
         state = derive(self.inputs)
         if state.placement is not None:
-            self.model_badge.set_placement(state.placement, self.inputs.choice.describe())
+            self.model_badge.set_placement(state.placement)  # asked: what the model was loaded for
         else:
             self.model_badge.set_state(state.chip_kind, state.chip_text, state.chip_details)
         wanted = {(b.message, b.hint): b for b in state.banners}
@@ -799,7 +800,7 @@ class ChatView(QWidget):
         state = {"cancelled": "stopped", "error": "error"}.get(message.stop_reason, "")
         actions = ("copy",)
         if is_last:
-            can_continue = message.stop_reason == "length" and message.id >= 0
+            can_continue = message.stop_reason in ("length", "cancelled") and message.id >= 0
             actions = ("copy", "continue", "regenerate") if can_continue else ("copy", "regenerate")
         return Entry(
             message.id,

@@ -13,6 +13,7 @@ from typing import Any
 
 from app import paths
 from app.terminal import write_raw
+from engines.types import short_ep_name
 
 
 def register(sub: Any) -> None:
@@ -302,14 +303,16 @@ def run_verify(args: argparse.Namespace) -> int:
 def run_catalog(args: argparse.Namespace) -> int:
     from app.cli import print_json
     from app.settings import load_settings
-    from engines.models.downloads import load_catalog, partial_bytes
+    from engines.models.downloads import load_catalog, load_npu_availability, partial_bytes
 
     catalog = load_catalog(catalog_path())
+    npus = load_npu_availability(catalog_path())
     user = paths.user_models_dir()
     allowed = load_settings()[0].allow_downloads
     if args.json:
         print_json({
             "downloads_allowed": allowed,
+            "npu_by_vendor": [vars(n) | {"downloadable": list(n.downloadable)} for n in npus],
             "models": [{**e.as_dict(), "installed": (user / e.id).is_dir(), "partial_bytes": partial_bytes(user, e.id)}
                        for e in catalog],
         })
@@ -325,6 +328,14 @@ def run_catalog(args: argparse.Namespace) -> int:
           "turned off (setting allow_downloads): nothing is downloaded unless you pass --allow-download."))
     print("Download one with `npu-studio models download ID`; repositories: "
           + ", ".join(sorted({e.repo_id for e in catalog})))
+    if npus:
+        print("\nChat on the NPU, by vendor:")
+        for n in npus:
+            here = ", ".join(n.downloadable) if n.downloadable else "none downloadable here"
+            print(f"  {n.vendor} ({short_ep_name(n.ep)}): {here}")
+            for text in (n.none_here, n.elsewhere):
+                if text:
+                    print(f"    {text}")
     return 0
 
 
