@@ -502,3 +502,20 @@ def test_the_chat_catalog_says_per_npu_vendor_what_exists() -> None:
             assert "npu" in entries[model_id].devices
     assert "-openvino-npu" in by_vendor["Intel"].elsewhere and "-vitis-npu" in by_vendor["AMD"].elsewhere
     assert "ryzenai-npu" in by_vendor["AMD"].elsewhere
+
+
+def test_an_openvino_that_lists_only_the_gpu_still_says_why_there_is_no_npu(use: Install, windows: Any) -> None:
+    from tests.unit.fake_ort import FakeEpDevice, FakeHw, HwType
+
+    windows("AMD64")
+    fake = directml_laptop()
+    fake.plugins = {"onnxruntime_ep_openvino": SimpleNamespace(
+        __version__="1.8.1", get_ep_name=lambda: OPENVINO, get_library_path=lambda: r"C:\app\openvino_plugin.dll"
+    )}
+    fake._plugin_devices = [FakeEpDevice(OPENVINO, "Intel", FakeHw(HwType.GPU, "Intel", 0x8086, 0x7D55))]
+    use(fake)
+    cards = devices.discover().find_ep(OPENVINO)
+    gpu = next(c for c in cards if c.type == DeviceType.GPU)
+    npu = next(c for c in cards if c.type == DeviceType.NPU)
+    assert gpu.usable and gpu.source == "bundled plugin"
+    assert not npu.usable and "found the Intel GPU but no Intel NPU" in npu.reason
