@@ -133,20 +133,16 @@ def seed_history(conversation: Any, history: History) -> None:
     conversation.restore(messages)
 
 
-def error_payload(exc: BaseException) -> dict[str, str]:
-    """A StudioError (or anything else) as plain data that crosses the pipe."""
+def error_payload(exc: BaseException) -> dict[str, object]:
+    """A StudioError (or anything else) as plain data that crosses the pipe, failure fields included
+    (code, device_lost, device_failure, native message), so the app decides on them, not on words."""
     if isinstance(exc, StudioError):
-        return {"type": type(exc).__name__, "message": exc.message, "hint": exc.hint}
-    return {"type": "StudioError", "message": f"Unexpected error: {type(exc).__name__}: {exc}", "hint": ""}
+        return exc.as_dict()
+    return StudioError(f"Unexpected error: {type(exc).__name__}: {exc}").as_dict()
 
 
-def error_from_payload(payload: dict[str, str]) -> StudioError:
-    cls = getattr(errors, payload.get("type", ""), StudioError)
-    if not (isinstance(cls, type) and issubclass(cls, StudioError)):
-        cls = StudioError
-    error = cls.__new__(cls)
-    StudioError.__init__(error, payload.get("message", ""), payload.get("hint", ""))
-    return error
+def error_from_payload(payload: dict[str, object]) -> StudioError:
+    return errors.error_from_dict(payload)
 
 
 class ChatSession:
@@ -169,9 +165,9 @@ class ChatSession:
         if self._loader is not None:
             model = self._loader(Path(folder), choice)
         else:
-            from engines.chat.conversation import ChatModel
+            import engines
 
-            model = ChatModel.load(folder, choice)
+            model = engines.open_chat(folder, choice)
         self._model, self._key = model, key
         self.info = model_info(model, folder) | {"load_seconds": time.perf_counter() - started}
         return self.info
@@ -280,6 +276,9 @@ def serve(conn: Any, cancel_event: Any) -> None:
     root = logging.getLogger()
     root.handlers[:] = [_PipeLogHandler(conn)]
     root.setLevel(logging.INFO)
+    from app import model_trials
+
+    model_trials.configure(in_child=True)
     session = ChatSession()
     token = _EventToken(cancel_event)
     while True:

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from app import __version__
+from app import __version__, model_trials
 from app.commands import COMMAND_MODULES, load
 
 EXIT_OK = 0
@@ -94,6 +94,7 @@ def _run(argv: Sequence[str]) -> int:
     from app.logs import setup_logging
 
     setup_logging(debug=args.debug, console=args.command is not None)
+    model_trials.configure()
     func = getattr(args, "func", None)
     if func is None:
         func = _run_gui

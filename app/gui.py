@@ -196,6 +196,11 @@ class Studio(QObject):
         dv.refresh_requested.connect(self.discover)
         self.devices.status.connect(lambda t: w.set_status("devices", t))
         self.devices.devices_found.connect(self._on_devices)
+        # Windows ML EP downloads: the card asked for consent; the host downloads, then rediscovers.
+        dv.downloads.download_requested.connect(self.devices.download_eps)
+        dv.downloads.cancel_requested.connect(self.devices.cancel_download)
+        self.devices.download_progress.connect(dv.downloads.show_progress)
+        self.devices.downloaded.connect(lambda results: dv.downloads.show_results([r.message for r in results]))
         self.devices.failed.connect(dv.show_error)
 
         # vision
@@ -361,6 +366,9 @@ class Studio(QObject):
         }
         self.last_discovery = report
         self.devices_view.show_devices(report.devices, info)
+        catalog = getattr(report, "catalog", None)
+        offered = [(p.name, p.version) for p in catalog.providers if p.state.value != "ready"] if catalog else []
+        self.devices_view.downloads.set_offer(offered, bool(self.settings.allow_downloads))
         self.bench_view.set_devices(report.devices)
         usable = [d for d in report.devices if d.usable]
         kinds = ", ".join(dict.fromkeys(d.type.value for d in usable)) or "none"
@@ -390,17 +398,11 @@ class Studio(QObject):
 
     @staticmethod
     def _device_failed(error: object) -> bool:
-        """Whether a failure came from the device (lost, out of memory, driver), not the input or model."""
-        from engines.errors import DeviceUnavailableError, SessionCreationError
-        from engines.runtime.failures import diagnose
+        """Whether a failure came from the device (lost, out of memory, driver), not the input or model:
+        the error's own fields say so (they cross the chat process pipe intact)."""
+        from engines.errors import DeviceUnavailableError
 
-        message = getattr(error, "message", str(error))
-        found = diagnose(RuntimeError(message))
-        return (
-            found.device_lost
-            or isinstance(error, DeviceUnavailableError)
-            or (isinstance(found.error, DeviceUnavailableError | SessionCreationError) and found.code != "")
-        )
+        return bool(getattr(error, "device_failure", False)) or isinstance(error, DeviceUnavailableError)
 
     def _retry_chat_on_cpu(self) -> None:
         """The device failed mid-answer: the chat moves to the CPU and the answer is written again."""

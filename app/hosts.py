@@ -172,6 +172,12 @@ class Host(QObject):
 
 class DevicesWorker(Worker):
     devices_found = Signal(object)  # engines.runtime.devices.DiscoveryReport
+    download_progress = Signal(str, float)  # EP name, 0..1
+    downloaded = Signal(object)  # list of engines.runtime.catalog.PrepareResult
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cancel_download = threading.Event()  # set from the GUI thread
 
     @Slot()
     def discover(self) -> None:
@@ -183,22 +189,57 @@ class DevicesWorker(Worker):
 
         self.run_job("device discovery", job)
 
+    @Slot(list)
+    def download_eps(self, names: list[str]) -> None:
+        """Windows ML's EP download, asked for by the user (the view asked for consent first); then the
+        devices are discovered again so the new EPs are registered and listed."""
+
+        def job() -> None:
+            from engines.runtime.catalog import download_eps
+            from engines.runtime.devices import discover
+
+            self.cancel_download.clear()
+            emit(self.status, "Downloading execution providers from Windows Update…")
+            results = download_eps(
+                names, consent=True, cancel=self.cancel_download,
+                on_progress=lambda ep, value: emit(self.download_progress, ep, value),
+            )
+            emit(self.downloaded, results)
+            emit(self.devices_found, discover())
+
+        self.run_job("execution provider download", job)
+
 
 class DevicesHost(Host):
     worker: DevicesWorker
     devices_found = Signal(object)
-    RELAYED = ("devices_found",)
+    download_progress = Signal(str, float)
+    downloaded = Signal(object)
+    RELAYED = ("devices_found", "download_progress", "downloaded")
     _discover = Signal()
+    _download = Signal(list)
 
     def __init__(self, parent: QObject | None = None) -> None:
         worker = DevicesWorker()
         super().__init__(worker, "devices-host", parent)
         self.worker = worker
         self._discover.connect(self.worker.discover)
+        self._download.connect(self.worker.download_eps)
 
     def discover(self) -> None:
         self.start()
         emit(self._discover)
+
+    def download_eps(self, names: list[str]) -> None:
+        self.start()
+        emit(self._download, list(names))
+
+    def cancel_download(self) -> None:
+        self.worker.cancel_download.set()
+
+    def shutdown(self, timeout_ms: int = SHUTDOWN_TIMEOUT_MS) -> bool:
+        self.worker.cancel_download.set()  # a download in progress is cancelled, not waited for
+        return super().shutdown(timeout_ms)
 
 
 # --------------------------------------------------------------------------------------------
@@ -367,6 +408,7 @@ class ChatWorker(Worker):
         in_process = loader is not None or in_process_requested()
         self._session = ChatSession(loader) if in_process else None
         self._process = None if in_process else ChatProcess()
+        self._ep = ""  # the EP the loaded chat model runs on
         self.updates = 0  # text_generated emissions (tests and benchmarks)
 
     @property
@@ -403,6 +445,7 @@ class ChatWorker(Worker):
                 info = self._session.load(folder, choice, lambda text: emit(self.status, text))
             else:
                 info = self._remote(("load", folder, choice))
+            self._ep = str(info.get("ep", "") or "")
             emit(self.model_loaded, info)
 
         self.run_job("chat model load", job)
@@ -421,8 +464,21 @@ class ChatWorker(Worker):
         """kind: send | regenerate | edit | continue."""
 
         def job() -> None:
+            try:
+                data = answer()
+            except StudioError as exc:
+                # The one fallback path, on this side of the pipe too: the error's fields (not its
+                # words) say whether the device failed; such a device is not planned again this run.
+                from engines.runtime.fallback import note_failure
+
+                if exc.device_failure and self._ep:
+                    note_failure(exc, self._ep)
+                raise
+            emit(self.cancelled if data.get("stop_reason") == "cancelled" else self.generation_finished, data)
+
+        def answer() -> dict[str, Any]:
             if self._session is not None:
-                data = self._session.generate(
+                return self._session.generate(
                     kind,
                     conversation_id,
                     text,
@@ -433,10 +489,8 @@ class ChatWorker(Worker):
                     on_text=self._publish,
                     cancel=cancel,
                 )
-            else:
-                message = ("generate", kind, conversation_id, text, list(history), system_prompt, dict(overrides))
-                data = self._remote(message, cancel)
-            emit(self.cancelled if data.get("stop_reason") == "cancelled" else self.generation_finished, data)
+            message = ("generate", kind, conversation_id, text, list(history), system_prompt, dict(overrides))
+            return dict(self._remote(message, cancel))
 
         self.run_job("chat generation", job)
 

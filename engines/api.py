@@ -83,7 +83,8 @@ class Classifier:
     @property
     def cache(self) -> CacheOutcome | None:
         """What the compiled-model cache did for the current session (None without a cache)."""
-        return self.engine.verified.cache
+        verified = getattr(self.engine, "verified", None)  # an injected engine may have no session
+        return verified.cache if verified is not None else None
 
     @property
     def create_seconds(self) -> float:

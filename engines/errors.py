@@ -4,14 +4,53 @@ from __future__ import annotations
 
 
 class StudioError(Exception):
-    """Base of every error the app shows to a user: what happened, and what to do."""
+    """Base of every error the app shows to a user: what happened, and what to do.
+
+    A native failure explained by engines/runtime/failures.py also says what users search for
+    (`failure_code`: "QNN 1002", "0x887A0005"), whether the device is gone for the rest of the run
+    (`device_lost`), whether it was the device's failure at all rather than the input's or the model's
+    (`device_failure`: retrying elsewhere may help), and the runtime's own words (`native`). These are
+    plain fields, so they survive a trip across a process boundary (see `as_dict` / `from_dict`).
+    """
 
     code = "error"
 
-    def __init__(self, message: str, hint: str = "") -> None:
+    def __init__(
+        self,
+        message: str,
+        hint: str = "",
+        *,
+        failure_code: str = "",
+        device_lost: bool = False,
+        device_failure: bool = False,
+        native: str = "",
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
+        self.failure_code = failure_code
+        self.device_lost = device_lost
+        self.device_failure = device_failure or device_lost
+        self.native = native
+
+    def with_diagnosis(self, other: StudioError) -> StudioError:
+        """This error carrying `other`'s failure fields (a wrapper keeps what the cause was)."""
+        self.failure_code, self.device_lost = other.failure_code, other.device_lost
+        self.device_failure, self.native = other.device_failure, other.native
+        return self
+
+    def as_dict(self) -> dict[str, object]:
+        # The nearest class defined here: the receiving side rebuilds only those (see error_from_dict).
+        kind = next(c.__name__ for c in type(self).__mro__ if c.__module__ == __name__)
+        return {
+            "type": kind,
+            "message": self.message,
+            "hint": self.hint,
+            "failure_code": self.failure_code,
+            "device_lost": self.device_lost,
+            "device_failure": self.device_failure,
+            "native": self.native,
+        }
 
     def user_text(self) -> str:
         return f"{self.message} {self.hint}".strip() if self.hint else self.message
@@ -81,3 +120,21 @@ class CancelledError(StudioError):
 
     def __init__(self, message: str = "Cancelled.", hint: str = "") -> None:
         super().__init__(message, hint)
+
+
+def error_from_dict(data: dict[str, object]) -> StudioError:
+    """The error `StudioError.as_dict` described (its class when it is one of these, else StudioError),
+    failure fields included. The class is looked up here, never imported from a name in the data."""
+    found = globals().get(str(data.get("type", "")))
+    cls = found if isinstance(found, type) and issubclass(found, StudioError) else StudioError
+    error = cls.__new__(cls)
+    StudioError.__init__(
+        error,
+        str(data.get("message", "")),
+        str(data.get("hint", "")),
+        failure_code=str(data.get("failure_code", "")),
+        device_lost=bool(data.get("device_lost", False)),
+        device_failure=bool(data.get("device_failure", False)),
+        native=str(data.get("native", "")),
+    )
+    return error

@@ -80,6 +80,18 @@ $null = Get-Content $report -Raw | ConvertFrom-Json
 $devices = & (Join-Path $InstallDir 'npu-studio-cli.exe') devices --json
 Assert ($LASTEXITCODE -eq 0) "npu-studio-cli devices --json exit code 0"
 $devices | Set-Content (Join-Path $OutDir 'devices.json')
+$parsed = $devices | Out-String | ConvertFrom-Json
+Assert ($null -ne $parsed.windows_ml) "devices --json reports the Windows ML catalog state"
+Assert (@($parsed.devices | Where-Object { $_.ep -eq 'DmlExecutionProvider' }).Count -ge 1) "DirectML is accounted for"
+
+# The doctor: a strict session on every usable NPU/GPU. Exit 1 means a check failed and was reported
+# (a CI runner has no NPU); anything else, or no report, is a crash.
+$doctorDir = Join-Path $OutDir 'doctor'
+& (Join-Path $InstallDir 'npu-studio-cli.exe') doctor --no-chat --out "$doctorDir"
+$doctorExit = $LASTEXITCODE
+if (Test-Path (Join-Path $doctorDir 'report.txt')) { Get-Content (Join-Path $doctorDir 'report.txt') }
+Assert ($doctorExit -eq 0 -or $doctorExit -eq 1) "npu-studio-cli doctor ran to the end (exit $doctorExit)"
+Assert (Test-Path (Join-Path $doctorDir 'diagnostics.zip')) "doctor wrote diagnostics.zip"
 
 # 3. Uninstall keeps the user's data.
 $marker = Join-Path $UserData 'NPU Studio\smoke-marker.txt'

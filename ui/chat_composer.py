@@ -242,6 +242,7 @@ class Composer(QWidget):
         text = self.input.toPlainText()
         if not text.strip():
             self.draft_label.setText("")
+            self.keys_label.setVisible(True)
             return
         tokens, exact = self.draft_tokens()
         shown = f"{tokens:,}" if exact else f"≈{tokens:,}"
@@ -249,3 +250,4 @@ class Composer(QWidget):
         over = bool(self.too_long())
         self.draft_label.setText(label + (tr(" · too long for the context") if over else ""))
         self.draft_label.setStyleSheet(f"color: {colors().error};" if over else "")
+        self.keys_label.setVisible(not over)  # the refusal is what matters now: give it the room

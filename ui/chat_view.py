@@ -47,7 +47,7 @@ from ui.model_picker import ModelPicker
 from ui.placement_chip import PlacementChip
 from ui.theme import colors
 from ui.transcript import Entry, Transcript
-from ui.widgets import MARGIN, SPACING, Banner, BannerArea, Spinner, ViewHeader
+from ui.widgets import MARGIN, SPACING, Banner, BannerArea, Spinner, ViewHeader, error_text
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +93,7 @@ class ChatView(QWidget):
         self.kind = ""  # the request being answered: send | regenerate | edit | continue
         self.inputs = ChatInputs(choice=choice_model.choice())
         self._state_banners: dict[tuple[str, str], Banner] = {}
+        self._dismissed: set[tuple[str, str]] = set()  # state banners the user closed (until the state changes)
         self._refused_text = ""  # a draft the engine refused (too long): put back into the box
         self._render_timer = QTimer(self)
         self._render_timer.setSingleShot(True)
@@ -555,6 +556,7 @@ class ChatView(QWidget):
         self.model_spinner.start()
         self.inputs.loading = text
         self.inputs.model_error = None  # a new load: the last load's error no longer holds
+        self._state_changed()
         self.rederive()
 
     def on_model_loaded(self, info: dict[str, Any]) -> None:
@@ -563,6 +565,7 @@ class ChatView(QWidget):
         self.inputs.loading = ""
         self.inputs.info = dict(info)
         self.inputs.model_error = None
+        self._state_changed()
         defaults = info.get("default_options")
         if isinstance(defaults, dict):
             self.panel.set_defaults(defaults)
@@ -576,6 +579,7 @@ class ChatView(QWidget):
         self.inputs.loading = ""
         self.inputs.info = {}
         self.inputs.model_error = error
+        self._state_changed()
         self.rederive()
 
     def on_tokens_counted(self, text: str, tokens: int) -> None:
@@ -590,7 +594,7 @@ class ChatView(QWidget):
         """Chip, state banners and status from the current inputs (see ui.chat_state)."""
         state = derive(self.inputs)
         if state.placement is not None:
-            self.model_badge.set_placement(state.placement, self.inputs.choice.describe())
+            self.model_badge.set_placement(state.placement)  # asked: what the model was loaded for
         else:
             self.model_badge.set_state(state.chip_kind, state.chip_text, state.chip_details)
         wanted = {(b.message, b.hint): b for b in state.banners}
@@ -599,10 +603,22 @@ class ChatView(QWidget):
                 del self._state_banners[key]
                 banner.dismiss()
         for key, spec in wanted.items():
-            if key not in self._state_banners:
+            if key not in self._state_banners and key not in self._dismissed:
                 banner = self.banners.show_message(spec.message, spec.hint, spec.severity)
                 self._state_banners[key] = banner
-                banner.closed.connect(lambda k=key: self._state_banners.pop(k, None))
+                banner.closed.connect(lambda k=key: self._banner_closed(k))
+
+    def _banner_closed(self, key: tuple[str, str]) -> None:
+        if self._state_banners.pop(key, None) is None:
+            return  # closed by rederive(): its state went
+        if self.inputs.answer_error is not None and error_text(self.inputs.answer_error) == key:
+            self.inputs.answer_error = None  # the user has read the failed answer's error
+        else:
+            self._dismissed.add(key)  # a model's state: stays closed until the model state changes
+
+    def _state_changed(self) -> None:
+        """A new load or placement: banners the user closed may be shown again if they recur."""
+        self._dismissed.clear()
 
     def on_generation_started(self, conversation_id: int) -> None:
         if self.generating and self.conversation is not None and conversation_id == self.conversation.id:
@@ -783,7 +799,7 @@ class ChatView(QWidget):
         state = {"cancelled": "stopped", "error": "error"}.get(message.stop_reason, "")
         actions = ("copy",)
         if is_last:
-            can_continue = message.stop_reason == "length" and message.id >= 0
+            can_continue = message.stop_reason in ("length", "cancelled") and message.id >= 0
             actions = ("copy", "continue", "regenerate") if can_continue else ("copy", "regenerate")
         return Entry(
             message.id,

@@ -98,7 +98,7 @@ class ConversationList(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.setMinimumWidth(170)
+        self.setMinimumWidth(190)
         self.setMaximumWidth(240)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 12, 0)
@@ -111,7 +111,7 @@ class ConversationList(QWidget):
         top.addWidget(self.new_button, 1)
         layout.addLayout(top)
         self.search = QLineEdit()
-        self.search.setPlaceholderText(tr("Search conversations"))
+        self.search.setPlaceholderText(tr("Search chats"))
         self.search.setAccessibleName(tr("Search conversations"))
         self.search.setClearButtonEnabled(True)
         self.search_icon = self.search.addAction(

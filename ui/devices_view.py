@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
 from engines.text import rich_text
 from engines.types import Device, DeviceType
 from ui.device_picker import DeviceChoiceModel, DevicePicker
+from ui.ep_download import EpDownloadCard
 from ui.icons import icon, pixmap
 from ui.theme import colors
 from ui.widgets import MARGIN, SPACING, BannerArea, Card, Spinner, ViewHeader, muted_label, set_badge
@@ -103,6 +104,8 @@ class DevicesView(QWidget):
         outer.addWidget(self.header)
         self.banners = BannerArea()
         outer.addWidget(self.banners)
+        self.downloads = EpDownloadCard()  # Windows ML EPs not on this PC yet: asks, shows progress, cancels
+        outer.addWidget(self.downloads)
 
         picker_card = Card()
         row = QHBoxLayout()

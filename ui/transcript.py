@@ -321,13 +321,13 @@ class Transcript(QTextBrowser):
             self._insert_rich(cursor, text, entry.key, 0)
         else:
             cursor.insertMarkdown(tr("*(no answer)*"), MARKDOWN)
-        footer = self._footer_parts(entry)
-        if footer:
+        # Under the message: what happened (state, stats) on one line, what to do (links) on the next.
+        for parts in self._footer_parts(entry):
             cursor = frame.lastCursorPosition()
             block = QTextBlockFormat()
             block.setTopMargin(6)
             cursor.insertBlock(block, QTextCharFormat())
-            for i, (part, fmt) in enumerate(footer):
+            for i, (part, fmt) in enumerate(parts):
                 if i:
                     cursor.insertText("  ·  ", self._muted_format())
                 cursor.insertText(part, fmt)
@@ -387,9 +387,10 @@ class Transcript(QTextBrowser):
         fmt.setForeground(QColor(colors().accent))
         return fmt
 
-    def _footer_parts(self, entry: Entry) -> list[tuple[str, QTextCharFormat]]:
+    def _footer_parts(self, entry: Entry) -> list[list[tuple[str, QTextCharFormat]]]:
         c = colors()
         parts: list[tuple[str, QTextCharFormat]] = []
+        links: list[tuple[str, QTextCharFormat]] = []
         if entry.state in ("stopped", "error"):
             strong = QTextCharFormat()
             strong.setForeground(QColor(c.warn if entry.state == "stopped" else c.error))
@@ -405,8 +406,8 @@ class Transcript(QTextBrowser):
                 "continue": tr("Continue"),
             }
             for action in entry.actions:
-                parts.append((labels[action], self._link_format(f"{ACTION_SCHEME}:{action}/{entry.key}")))
-        return parts
+                links.append((labels[action], self._link_format(f"{ACTION_SCHEME}:{action}/{entry.key}")))
+        return [line for line in (parts, links) if line]
 
     def _insert_starters(self) -> None:
         c = colors()

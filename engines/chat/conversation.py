@@ -36,7 +36,8 @@ from engines.chat.model import (
 )
 from engines.chat.types import Answer, ChatMessage, ChatOptions, GenerationStats, StopReason
 from engines.errors import ContextOverflowError, GenerationError, ModelError, StudioError
-from engines.runtime import failures
+from engines.models import trial
+from engines.runtime.fallback import note_failure
 from engines.types import CancelToken, DeviceChoice, Placement, short_ep_name
 
 __all__ = [
@@ -199,6 +200,8 @@ class ChatModel:
                 f"{info.name} needs more memory than this machine has: {fit.message()}",
                 "Choose a smaller model (an int4 variant) or a shorter context.",
             )
+        # Before onnxruntime-genai runs the model or its template in this process: once, in a bounded child.
+        trial.ensure_tried(info.path, trial.CHAT)
         plan = plan_providers(info, choice, chat_devices(available))
         og = genai()
         model, plan = load_native_model(og, info, plan, strict=choice.strict)
@@ -496,7 +499,9 @@ class Conversation:
                 partial = "".join(pieces)
                 self._messages = [*messages, ChatMessage("assistant", prefix + partial, StopReason.ERROR)]
                 self._context_start = start
-                error = failures.explain(exc, model.ep)
+                # The one fallback path: a device failure marks the device unusable for this run, and
+                # the error keeps its code, device_lost and native message as fields.
+                error = note_failure(exc, model.ep).error
                 failed = Answer(
                     tuple(answer_tokens),
                     partial,
@@ -505,7 +510,9 @@ class Conversation:
                     time.perf_counter(),
                 )
                 stats = _stats(self, prompt, prefill, failed, StopReason.ERROR, dropped, started, prefill_started)
-                raise GenerationFailedError(f"Generation failed: {error.message}", error.hint, partial, stats) from exc
+                raise GenerationFailedError(
+                    f"Generation failed: {error.message}", error.hint, partial, stats
+                ).with_diagnosis(error) from exc
             # A stream holding back an incomplete UTF-8 character leaves the answer's text inexact.
             self._held.add_answer(sequence, answer.text if exact else None)
         reason = answer.stop_reason

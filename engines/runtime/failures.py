@@ -153,6 +153,10 @@ RULES: tuple[Rule, ...] = (
 )
 
 
+# Failures of the device itself (not of the input or the model): retrying on another device may help.
+_DEVICE_CLASSES = (DeviceUnavailableError, SessionCreationError)
+
+
 @dataclass(frozen=True)
 class Diagnosis:
     error: StudioError
@@ -164,8 +168,7 @@ class Diagnosis:
 def diagnose(exc: BaseException, ep: str = "") -> Diagnosis:
     """The plain-language error, the code, and whether the device is gone for this run."""
     if isinstance(exc, StudioError):
-        lost = bool(getattr(exc, "device_lost", False))
-        return Diagnosis(exc, getattr(exc, "failure_code", ""), lost, str(getattr(exc, "native", "")))
+        return Diagnosis(exc, exc.failure_code, exc.device_lost, exc.native)
     text = str(exc)
     device = _device_words(ep, text)
     for rule in RULES:
@@ -174,28 +177,29 @@ def diagnose(exc: BaseException, ep: str = "") -> Diagnosis:
             code = number.group(1) if number else ""
             fields = {"device": device, "Device": _capital(device), "code": code, **_versions(text)}
             message = rule.message.format(**fields).replace("QNN error :", "QNN error:")
-            err = rule.cls(_capital(message), rule.hint.format(**fields))
             tag = rule.code.format(code=code).strip()
-            _annotate(err, text, tag, rule.device_lost)
+            err = rule.cls(
+                _capital(message),
+                rule.hint.format(**fields),
+                failure_code=tag,
+                device_lost=rule.device_lost,
+                device_failure=rule.device_lost or rule.cls in _DEVICE_CLASSES,
+                native=text,
+            )
             return Diagnosis(err, tag, rule.device_lost, text)
     first_line = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
     err = SessionCreationError(
         f"{_capital(device)} failed: {first_line[:300]}",
         "Try another device; if it keeps failing, export diagnostics (`npu-studio doctor`) and report it.",
+        device_failure=True,  # unknown words from the device's runtime: another device may work
+        native=text,
     )
-    _annotate(err, text, "", False)
     return Diagnosis(err, "", False, text)
 
 
 def explain(exc: BaseException, ep: str = "") -> StudioError:
     """Turn a native exception into a StudioError with a message a user can act on."""
     return diagnose(exc, ep).error
-
-
-def _annotate(err: StudioError, native: str, code: str, device_lost: bool) -> None:
-    err.native = native  # type: ignore[attr-defined]
-    err.failure_code = code  # type: ignore[attr-defined]
-    err.device_lost = device_lost  # type: ignore[attr-defined]
 
 
 def _device_words(ep: str, text: str = "") -> str:

@@ -143,6 +143,8 @@ class DeviceFailedError(DeviceUnavailableError):
             else (offer.error.hint or "No other device is available.")
         )
         super().__init__(offer.error.message, hint)
+        self.with_diagnosis(offer.error)
+        self.device_failure = True
         self.offer = offer
 
 
@@ -296,7 +298,7 @@ class FallbackRunner(Generic[S]):
 
 
 def _device_failure(found: Diagnosis) -> bool:
-    return found.device_lost or isinstance(found.error, DeviceUnavailableError | SessionCreationError)
+    return found.error.device_failure or isinstance(found.error, DeviceUnavailableError | SessionCreationError)
 
 
 def note_failure(exc: BaseException, ep: str, health: DeviceHealth | None = None) -> Diagnosis:

@@ -14,7 +14,9 @@ import numpy as np
 
 from engines import jsonfile, runtime
 from engines.errors import CancelledError, InputContractError, ModelError
+from engines.models import trial
 from engines.models.paths import resolve_inside
+from engines.models.safety import inspect_onnx
 from engines.runtime.compiled_cache import CompiledModelCache, ProgressCallback
 from engines.runtime.sessions import SessionSettings, VerifiedSession, create_session
 from engines.types import CPU_EP, CancelToken, Classification, ClassScore, DeviceChoice, Placement
@@ -75,6 +77,12 @@ class ClassifierSpec:
         model_path = resolve_inside(root, model_file, what=f"The manifest in {root}")
         # The labels are shown to the user: a manifest must not make NPU Studio read files elsewhere.
         labels_file = resolve_inside(root, labels_name, what=f"The labels file named by the manifest in {root}")
+        declared_bytes = int(declared) if isinstance(declared, int) else None
+        # Before any session in this process: the static checks, then a graph that hangs or crashes does
+        # it in a bounded child (engines/models/trial.py).
+        inspect_onnx(model_path, declared_bytes)
+        trial.ensure_tried(root, trial.CLASSIFIER, model_file=model_path.relative_to(root).as_posix(),
+                           input_size=pre.input_size)
         return cls(
             model_path=model_path,
             labels=read_labels(labels_file),
@@ -84,7 +92,7 @@ class ClassifierSpec:
             output_kind=str(spec.get("output_kind", "logits")),
             name=str(manifest.get("name", root.name)),
             quantized=str(manifest.get("precision", "fp32")).startswith("qdq"),
-            declared_bytes=int(declared) if isinstance(declared, int) else None,
+            declared_bytes=declared_bytes,
         )
 
 

@@ -398,14 +398,19 @@ def test_a_gpu_lost_mid_batch_is_marked_unusable_and_a_retry_on_the_cpu_is_offer
         HEALTH.reset()
 
 
+@pytest.mark.allow_warnings("marked unusable for this run")
 def test_a_gpu_lost_mid_answer_offers_the_chat_a_retry_on_the_cpu(make_studio: Any, qtbot: Any) -> None:
     from PySide6.QtWidgets import QPushButton
 
     from engines.errors import GenerationError
+    from engines.runtime.fallback import HEALTH
 
-    model = FakeChatModel(pieces=["Rivers ", "flow."])
+    model = FakeChatModel(pieces=["Rivers ", "flow."], ep="DmlExecutionProvider")
     model.error = GenerationError(
-        "Generation failed: DirectML error 0x887A0005: the GPU was removed or reset.", "Try another device."
+        "Generation failed: DirectML error 0x887A0005: the GPU was removed or reset.",
+        "Try another device.",
+        failure_code="0x887A0005",
+        device_lost=True,
     )
     studio = make_studio(chat_loader=loader_for(model))
     studio.choice_model.set_text("gpu")
@@ -416,6 +421,7 @@ def test_a_gpu_lost_mid_answer_offers_the_chat_a_retry_on_the_cpu(make_studio: A
     qtbot.waitUntil(lambda: not view.generating and bool(view.banners.messages()), timeout=TIMEOUT)
     buttons = [b for b in view.banners.findChildren(QPushButton) if b.text() == "Retry on the CPU"]
     assert len(buttons) == 1
+    assert HEALTH.is_failed("DmlExecutionProvider"), "the chat host marks the lost device, like the other paths"
     model.error = None  # the CPU works
     buttons[0].click()
     assert studio.choice_model.choice().policy.value == "cpu"
@@ -423,3 +429,14 @@ def test_a_gpu_lost_mid_answer_offers_the_chat_a_retry_on_the_cpu(make_studio: A
     roles = [m.role for m in view.messages]
     assert roles == ["user", "assistant"]
     assert view.messages[-1].stop_reason == "eos"
+
+
+def test_the_chat_retry_reads_the_error_fields_not_its_words() -> None:
+    from app.gui import Studio
+    from engines.errors import GenerationError
+
+    words_only = GenerationError("Generation failed: DirectML error 0x887A0005: the GPU was removed or reset.")
+    assert not Studio._device_failed(words_only), "translated text is never parsed again"
+    fields = GenerationError("Generation failed: the device stopped.", failure_code="npu-device", device_lost=True)
+    assert Studio._device_failed(fields)
+    assert not Studio._device_failed(GenerationError("The chat template failed on this conversation."))

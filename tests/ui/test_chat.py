@@ -177,6 +177,10 @@ def test_stale_chat_banners_go_with_the_state_that_raised_them(make_studio: Any,
     assert "Asked NPU → Ran on CPU" in view.model_badge.text()
     view.on_model_loaded(dict(view.model_info) | {"placement": Placement("Automatic", (CPU_EP,), (CPU_EP,))})
     assert view.banners.messages() == []  # no stacked, contradictory banners
+    view.on_failed(ContextOverflowError("The conversation no longer fits.", "Start a new chat."))
+    view.banners._banners[0].dismiss()  # closed by the user: it stays closed while nothing changes
+    studio.choice_model.set_text("cpu")
+    assert "The conversation no longer fits." not in view.banners.messages()
 
 
 def test_the_last_conversation_is_reopened_after_a_restart(make_studio: Any, qtbot: Any) -> None:

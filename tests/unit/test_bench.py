@@ -341,6 +341,32 @@ def test_a_device_that_fails_is_reported_and_the_run_goes_on(
     assert "0x887A0005" in gpu.reason or "removed" in gpu.reason.lower()
 
 
+def test_a_device_lost_mid_measurement_goes_through_the_one_fallback_path(
+    use: Callable[[FakeOrt], FakeOrt], classifier: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from engines.runtime.fallback import HEALTH
+    from engines.vision.classifier import ImageClassifier
+
+    fake = use(directml_laptop())
+    calls = {"n": 0}
+    infer = ImageClassifier.infer
+
+    def lose_the_gpu(self: ImageClassifier, batch: Any) -> Any:
+        calls["n"] += 1
+        if self.placement.primary_ep == DML and calls["n"] > 3:
+            raise RuntimeError("DirectML: DXGI_ERROR_DEVICE_REMOVED (0x887A0005)")
+        return infer(self, batch)
+
+    monkeypatch.setattr(ImageClassifier, "infer", lose_the_gpu)
+    gpu, cpu = run_benchmark(small((classifier,), "gpu,cpu")).results
+    assert gpu.status == "failed" and "0x887A0005" in gpu.reason
+    assert HEALTH.is_failed(DML), "marked unusable for the rest of the run, as in the CLI and the app"
+    assert cpu.status == "ok"
+    again = run_benchmark(small((classifier,), "gpu"), report=None).results[0]
+    assert again.status == "unavailable" and "failed earlier in this run" in again.reason
+    assert fake.sessions
+
+
 def test_cancel_stops_the_run(use: Callable[[FakeOrt], FakeOrt], classifier: Path) -> None:
     use(directml_laptop())
     token = CancelToken()

@@ -107,7 +107,10 @@ def _arm_set(**extra: str) -> list[ResolvedPackage]:
 
 def test_check_accepts_the_expected_sets() -> None:
     x64 = _pkgs(
-        onnxruntime_windowsml=WINML, onnxruntime_genai_winml="0.18.0", windowsml="2.5.96", onnxruntime_ep_openvino="1.8.1"
+        onnxruntime_windowsml=WINML,
+        onnxruntime_genai_winml="0.18.0",
+        windowsml="2.5.96",
+        onnxruntime_ep_openvino="1.8.1",
     )
     linux = _pkgs(onnxruntime="1.32.0", onnxruntime_genai="0.18.0", onnxruntime_ep_openvino="1.8.1")
     assert resolve.check_packages(TARGETS["win_arm64"], _arm_set()) == []
@@ -127,7 +130,8 @@ def test_a_no_deps_plugin_is_checked_against_the_one_ort_build() -> None:
     # ...but not when the build is older than the plugin needs,
     old = [p for p in _arm_set() if p.name != "onnxruntime-windowsml"] + _pkgs(onnxruntime_windowsml="1.23.2.2025")
     problems = resolve.check_packages(TARGETS["win_arm64"], old)
-    assert any("needs onnxruntime>=1.24.2; onnxruntime-windowsml 1.23.2.2025 does not satisfy it" in p for p in problems)
+    unmet = "needs onnxruntime>=1.24.2; onnxruntime-windowsml 1.23.2.2025 does not satisfy it"
+    assert any(unmet in p for p in problems)
     # and a declared dependency that is neither in the set nor listed as unused is reported.
     problems = resolve.check_packages(TARGETS["win_arm64"], _arm_set(), unused={})
     assert any("needs coloredlogs and nothing in the set provides it" in p for p in problems)

@@ -94,3 +94,37 @@ def tiny_onnx(path: Path, tag: str = "v1") -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     onnx.save(model, path)
     return path
+
+
+def endless_loop_classifier(folder: Path, *, trip_count: int = 10**12) -> Path:
+    """colour_classifier whose graph first runs an ONNX `Loop` `trip_count` times (a model that never
+    returns from its first run)."""
+    colour_classifier(folder)
+    model = onnx.load(folder / "model.onnx")
+    body = helper.make_graph(
+        [
+            helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+            helper.make_node("Identity", ["value_in"], ["value_out"]),
+        ],
+        "body",
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("value_in", TensorProto.FLOAT, None),
+        ],
+        [
+            helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("value_out", TensorProto.FLOAT, None),
+        ],
+    )
+    graph = model.graph
+    graph.initializer.extend([
+        numpy_helper.from_array(np.array(trip_count, dtype=np.int64), "trips"),
+        numpy_helper.from_array(np.array(True), "keep_going"),
+    ])
+    loop = helper.make_node("Loop", ["trips", "keep_going", "pixels"], ["looped"], name="loop", body=body)
+    for node in graph.node:
+        node.input[:] = ["looped" if name == "pixels" else name for name in node.input]
+    graph.node.insert(0, loop)
+    onnx.save(model, folder / "model.onnx")
+    return folder

@@ -1,0 +1,326 @@
+"""The first load and run of an untrusted model happen in a bounded child process.
+
+A model folder carries code that native libraries execute: ONNX graphs (a `Loop` with a trip count
+of 10^12 never returns), and a Jinja chat template that onnxruntime-genai renders natively (a recursive
+macro overflows the C++ stack and kills the process with SIGSEGV; nested `range(100000)` loops spin
+with Ctrl+C ignored; `range(10**8)` allocates gigabytes then aborts with `bad_alloc`). None of that can
+be stopped from Python inside the process that runs it, so before a model is opened for real it is
+*tried* once in a child process:
+
+- the child loads the model on the CPU, renders the chat template for a few conversation shapes and
+  generates two tokens (a chat model), or creates a session and runs one input (a classifier);
+- time: the parent waits at most `seconds`, then kills the child (portable: `Process.kill` is SIGKILL
+  on POSIX and TerminateProcess on Windows, no job objects needed);
+- memory: on POSIX the child limits itself with `resource.setrlimit(RLIMIT_AS)` before it imports a
+  runtime, so a runaway allocation fails inside the child; Windows has no rlimit, there the time bound
+  and the parent's kill are the protection (documented limit);
+- Ctrl+C / SIGTERM in the parent (which waits in Python, in short polls) kill the child and propagate;
+- a child that dies from a signal, runs out of its memory or time, or fails is a `ModelError` that
+  names what happened; the caller never dies with it.
+
+Why a trial and not every call in a child: a model that passed runs in-process at full speed, with
+the engine's streaming, fallback and cancel unchanged (the app's chat engine already lives in its own
+process, app/chat_process.py). The verdict is cached, keyed by the folder's content (the manifest's
+and configs' bytes, which hold the file hashes, plus each file's size and, for weights, the
+manifest's hash or modification time), in memory and in a small JSON file the app names
+(`configure`), so a verified model is tried once, not at every start. Folders under a trusted root
+(the bundled demo models) are never tried. A runtime replaced by a test fake is not tried either.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import multiprocessing
+import os
+import signal
+import tempfile
+import threading
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from engines import jsonfile
+from engines.errors import ModelError
+
+log = logging.getLogger(__name__)
+
+CLASSIFIER, CHAT = "classifier", "chat"
+DEFAULT_SECONDS = 60.0
+SECONDS_PER_GB = 30.0  # loading a larger model legitimately takes longer
+BASE_MEMORY = 3 << 29  # 1.5 GB of address space for Python + a runtime (a chat trial peaks at ~0.4 GB)
+_SMALL_FILE = 1 << 20  # files this small (configs, manifest, template, labels) are hashed whole
+_POLL_S = 0.05
+_SAMPLE_CONVERSATIONS: tuple[list[dict[str, str]], ...] = (
+    [{"role": "user", "content": "Hello"}],
+    [{"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": "Hi"}],
+    [
+        {"role": "user", "content": "What is 2 + 2?"},
+        {"role": "assistant", "content": "4"},
+        {"role": "user", "content": "And 3 + 3? ünïcødé"},
+    ],
+)
+
+_lock = threading.Lock()
+_passed: set[str] = set()
+_state: dict[str, Any] = {"trusted": (), "verdicts": None, "enabled": True}
+
+
+def configure(*, trusted: Iterable[Path] = (), verdicts: Path | None = None, enabled: bool = True) -> None:
+    """Folders under `trusted` are never tried; passed verdicts persist in `verdicts` (a JSON file)."""
+    with _lock:
+        _state["trusted"] = tuple(Path(p).resolve() for p in trusted)
+        _state["verdicts"] = verdicts
+        _state["enabled"] = enabled and os.environ.get("NPU_STUDIO_MODEL_TRIAL") != "0"
+
+
+def _limits(folder: Path) -> tuple[float, int]:
+    size = _folder_bytes(folder)
+    seconds = float(os.environ.get("NPU_STUDIO_TRIAL_SECONDS") or DEFAULT_SECONDS + SECONDS_PER_GB * size / (1 << 30))
+    memory = int(os.environ.get("NPU_STUDIO_TRIAL_MEMORY") or BASE_MEMORY + 3 * size)
+    return seconds, memory
+
+
+def _folder_bytes(folder: Path) -> int:
+    total = 0
+    for path in folder.rglob("*"):
+        with contextlib.suppress(OSError):
+            if path.is_file() and not path.is_symlink():
+                total += path.stat().st_size
+    return total
+
+
+def content_key(folder: Path, kind: str) -> str:
+    """What the verdict is about: every file's name and size, small files' bytes, large files' manifest
+    hash (or modification time when the manifest does not list it)."""
+    listed: dict[str, str] = {}
+    digest = hashlib.sha256(f"trial-v1\0{kind}\0".encode())
+    with contextlib.suppress(jsonfile.JsonFileError):
+        manifest = jsonfile.read_object(folder / "manifest.json")
+        # Not the manifest's bytes (an import rewrites them): what shapes the trial, and the file hashes.
+        digest.update(json.dumps(manifest.get("classifier"), sort_keys=True, default=str).encode())
+        for item in manifest.get("files", []) if isinstance(manifest.get("files"), list) else []:
+            if isinstance(item, dict) and isinstance(item.get("path"), str) and isinstance(item.get("sha256"), str):
+                listed[item["path"]] = item["sha256"]
+    for path in sorted(folder.rglob("*")):
+        if path.is_symlink() or not path.is_file() or path.name == "manifest.json":
+            continue
+        rel = path.relative_to(folder).as_posix()
+        info = path.stat()
+        digest.update(f"{rel}\0{info.st_size}\0".encode("utf-8", "surrogateescape"))
+        if info.st_size <= _SMALL_FILE:
+            digest.update(path.read_bytes())
+        else:
+            digest.update(f"{listed.get(rel, '')}\0{info.st_mtime_ns}".encode())
+    return digest.hexdigest()
+
+
+def _trusted(folder: Path) -> bool:
+    resolved = folder.resolve()
+    return any(root == resolved or root in resolved.parents for root in _state["trusted"])
+
+
+def _faked() -> bool:
+    from engines import runtime
+    from engines.chat import model as chat_model
+
+    return runtime._override is not None or chat_model._og_override is not None
+
+
+def _load_verdicts(file: Path | None) -> dict[str, Any]:
+    if file is None:
+        return {}
+    try:
+        data = jsonfile.read_object(file, max_bytes=4 << 20)
+    except jsonfile.JsonFileError:
+        return {}
+    passed = data.get("passed")
+    return passed if isinstance(passed, dict) else {}
+
+
+def _save_verdict(file: Path | None, key: str, folder: Path) -> None:
+    if file is None:
+        return
+    passed = _load_verdicts(file)
+    passed[key] = {"folder": str(folder), "when": time.time()}
+    if len(passed) > 500:  # keep the newest; an old model tried again costs a few seconds
+        newest = sorted(passed.items(), key=lambda kv: kv[1].get("when", 0) if isinstance(kv[1], dict) else 0)
+        passed = dict(newest[-500:])
+    try:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{file.name}.", suffix=".tmp", dir=file.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump({"schema": 1, "passed": passed}, handle)
+        os.replace(tmp, file)
+    except OSError as exc:  # a read-only cache: the model is tried again next time, nothing worse
+        log.info("could not record the trial verdict in %s: %s", file, exc)
+        with contextlib.suppress(OSError, UnboundLocalError):
+            Path(tmp).unlink(missing_ok=True)
+
+
+def ensure_tried(
+    folder: str | os.PathLike[str], kind: str, *, model_file: str = "", input_size: tuple[int, int] = (224, 224)
+) -> None:
+    """Try the model in `folder` in a bounded child process unless it is trusted or passed before;
+    ModelError when the trial crashes, hangs past its time, runs out of memory or fails."""
+    root = Path(folder)
+    with _lock:
+        enabled = _state["enabled"] and os.environ.get("NPU_STUDIO_MODEL_TRIAL") != "0"
+        verdicts = _state["verdicts"]
+    if not enabled or _trusted(root) or _faked() or multiprocessing.current_process().daemon:
+        return  # (a daemon process, such as the app's chat engine, cannot start a child)
+    key = content_key(root, kind)
+    with _lock:
+        if key in _passed:
+            return
+    if key in _load_verdicts(verdicts):
+        with _lock:
+            _passed.add(key)
+        return
+    seconds, memory = _limits(root)
+    run_bounded(_trial, (str(root), kind, model_file, input_size), seconds=seconds, memory=memory,
+                what=f"The model in {root}")
+    with _lock:
+        _passed.add(key)
+    _save_verdict(verdicts, key, root)
+
+
+# --- the bounded child -----------------------------------------------------------------------------
+
+
+def run_bounded(target: Any, args: tuple[Any, ...], *, seconds: float, memory: int, what: str) -> Any:
+    """`target(*args)` in a spawned child limited to `seconds` and (POSIX) `memory` bytes of address
+    space; its return value, or a ModelError saying how it failed. Ctrl+C / SIGTERM kill the child."""
+    ctx = multiprocessing.get_context("spawn")
+    parent, child = ctx.Pipe(duplex=False)
+    process = ctx.Process(target=_child_main, args=(child, memory, target, args), name="npu-studio-trial", daemon=True)
+    process.start()
+    child.close()
+    deadline = time.monotonic() + seconds
+    try:
+        while True:
+            if parent.poll(_POLL_S):
+                try:
+                    outcome = parent.recv()
+                except (EOFError, OSError):
+                    outcome = None
+                break
+            if not process.is_alive():
+                outcome = None
+                break
+            if time.monotonic() > deadline:
+                raise ModelError(
+                    f"{what} did not finish loading and running once within {seconds:.0f} s; it was stopped. "
+                    "Its graph or chat template may loop without end.",
+                    "Use a model from a source you trust; NPU Studio will not run this one.",
+                )
+    finally:
+        if process.is_alive():
+            process.kill()
+        process.join(5.0)
+        parent.close()
+    if outcome is None:
+        raise _died(what, process.exitcode, memory)
+    status, payload = outcome
+    if status == "ok":
+        return payload
+    if status == "memory":
+        raise ModelError(
+            f"{what} needed more than {memory / (1 << 30):.1f} GB of memory to load and run once ({payload}).",
+            "Its graph or chat template allocates without bound; use a model from a source you trust.",
+        )
+    raise ModelError(f"{what} failed when loaded and run once: {payload}",
+                     "Rebuild or re-download the model; NPU Studio will not run this one.")
+
+
+def _died(what: str, code: int | None, memory: int) -> ModelError:
+    if code is not None and code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        detail = f"it crashed the process that tried it ({name})"
+    else:
+        detail = f"the process that tried it ended unexpectedly (exit code {code})"
+    return ModelError(
+        f"{what} cannot be used: {detail}. A hostile or broken graph or chat template does this "
+        f"(memory bound {memory / (1 << 30):.1f} GB).",
+        "Use a model from a source you trust; NPU Studio will not run this one.",
+    )
+
+
+def _child_main(conn: Any, memory: int, target: Any, args: tuple[Any, ...]) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; Ctrl+C reaches both processes
+    with contextlib.suppress(ImportError, ValueError, OSError):
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    try:
+        result = target(*args)
+        conn.send(("ok", result))
+    except MemoryError as exc:
+        conn.send(("memory", f"MemoryError {exc}".strip()))
+    except Exception as exc:
+        # An exception is not what the trial guards against: the engine meets the same error in-process,
+        # safely, and explains it in its own words. Only running out of memory counts here.
+        text = str(exc).strip().splitlines()[0][:400] if str(exc).strip() else type(exc).__name__
+        conn.send(("memory" if "bad_alloc" in text else "ok", f"raised: {text}"))
+    finally:
+        conn.close()
+
+
+def _trial(folder: str, kind: str, model_file: str, input_size: tuple[int, int]) -> str:
+    if kind == CHAT:
+        return _try_chat(folder)
+    return _try_classifier(Path(folder) / (model_file or "model.onnx"), input_size)
+
+
+def _try_chat(folder: str) -> str:
+    import onnxruntime_genai as og
+
+    config = og.Config(folder)
+    config.clear_providers()  # the CPU: the trial is about the model's code, not a device
+    model = og.Model(config)
+    tokenizer = og.Tokenizer(model)
+    prompt = ""
+    for conversation in _SAMPLE_CONVERSATIONS:
+        prompt = str(tokenizer.apply_chat_template(json.dumps(conversation), add_generation_prompt=True))
+    tokens = tokenizer.encode(prompt)
+    params = og.GeneratorParams(model)
+    params.set_search_options(max_length=len(tokens) + 2, do_sample=False)
+    generator = og.Generator(model, params)
+    generator.append_tokens(tokens)
+    while not generator.is_done():
+        generator.generate_next_token()
+    return "ok"
+
+
+def _try_classifier(model_path: Path, input_size: tuple[int, int]) -> str:
+    import numpy as np
+    import onnxruntime as ort
+
+    ort.set_default_logger_severity(3)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
+    feeds = {}
+    dtypes = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(uint8)": np.uint8,
+              "tensor(int8)": np.int8, "tensor(double)": np.float64, "tensor(int64)": np.int64}
+    for item in session.get_inputs():
+        dims = list(item.shape)
+        fixed = []
+        for index, dim in enumerate(dims):
+            if isinstance(dim, int) and dim > 0:
+                fixed.append(min(dim, 4096))
+            elif index == 0:
+                fixed.append(1)
+            elif index >= len(dims) - 2:
+                fixed.append(input_size[index - (len(dims) - 2)])
+            else:
+                fixed.append(3)
+        feeds[item.name] = np.zeros(fixed, dtype=dtypes.get(item.type, np.float32))
+    session.run(None, feeds)
+    return "ok"
