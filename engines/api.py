@@ -227,13 +227,14 @@ def _variant_for(
     if not located.in_library:
         return located.folder
     try:
-        lands_on = plan_device(where, DeviceSet.from_devices(report.devices)).device_type
+        plan = plan_device(where, DeviceSet.from_devices(report.devices))
     except StudioError:
         return located.folder  # strict and missing: session creation says so in its own words
-    if lands_on != DeviceType.NPU:
+    if plan.device_type != DeviceType.NPU:
         return located.folder
     npu = DeviceChoice(policy=Policy.PREFER_NPU)
-    folder = resolve_variant(located.folder, npu, roots or [located.folder.parent], npu_available=True)
+    # the NPU EP decides: QNN takes the a16 QDQ variant, OpenVINO and VitisAI only 8-bit ones
+    folder = resolve_variant(located.folder, npu, roots or [located.folder.parent], npu_available=True, ep=plan.ep)
     if folder != located.folder:
         note = f"The NPU runs {folder.name}, the quantized (QDQ) variant of {located.name}."
         if note not in notices:

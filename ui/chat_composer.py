@@ -207,6 +207,13 @@ class Composer(QWidget):
             )
         self._show_draft()
 
+    def recount(self) -> None:
+        """Another model (another tokenizer): forget the count and ask again."""
+        self._exact = None
+        self._show_draft()
+        if self.input.toPlainText().strip():
+            self._count_timer.start()
+
     def set_exact_count(self, text: str, tokens: int) -> None:
         """The chat host counted `text` with the model's tokenizer."""
         self._exact = (text, tokens)

@@ -168,7 +168,7 @@ class ChatView(QWidget):
         column = QVBoxLayout(center)
         column.setContentsMargins(0, 0, 0, 0)
         column.setSpacing(8)
-        self.title = QLabel(DEFAULT_TITLE)
+        self.title = QLabel(tr(DEFAULT_TITLE))
         self.title.setObjectName("SectionTitle")
         column.addWidget(self.title)
         self.transcript = Transcript()
@@ -264,7 +264,7 @@ class ChatView(QWidget):
         self.messages = []
         self.cancel_edit()
         self.transcript.set_entries([])
-        self.title.setText(DEFAULT_TITLE)
+        self.title.setText(tr(DEFAULT_TITLE))
         self.conversations.list.clearSelection()
         self.conversations.list.setCurrentRow(-1)
         self._show_context(None)
@@ -571,6 +571,7 @@ class ChatView(QWidget):
             self.panel.set_defaults(defaults)
         if not self.generating and not self.messages:
             self._show_context(None)
+        self.composer.recount()
         self.rederive()
 
     def on_model_failed(self, error: object) -> None:

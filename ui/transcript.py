@@ -405,8 +405,12 @@ class Transcript(QTextBrowser):
                 "regenerate": tr("Regenerate"),
                 "continue": tr("Continue"),
             }
+            tips = {"regenerate": tr("Write this answer again (Ctrl+R)"), "continue": tr("Write more of this answer")}
             for action in entry.actions:
-                links.append((labels[action], self._link_format(f"{ACTION_SCHEME}:{action}/{entry.key}")))
+                link = self._link_format(f"{ACTION_SCHEME}:{action}/{entry.key}")
+                if action in tips:
+                    link.setToolTip(tips[action])
+                links.append((labels[action], link))
         return [line for line in (parts, links) if line]
 
     def _insert_starters(self) -> None:

@@ -53,7 +53,32 @@ def _agreement(manifest: Mapping[str, Any]) -> float:
         return 0.0
 
 
-def qdq_variants(model_folder: Path, roots: Iterable[Path]) -> list[Path]:
+# What each NPU EP wants, from its documentation:
+# - QNN (Hexagon HTP): a quantized QDQ model (8- or 16-bit activations, per-channel weights) or fp16.
+# - OpenVINO (Intel NPU): FP32/FP16 models (the NPU compiler runs them in FP16) or INT8 QDQ models;
+#   16-bit activations are not an NPU format there, so an a16 variant is skipped and the float model used.
+# - VitisAI (AMD Ryzen AI): INT8 QDQ (AMD Quark XINT8: 8-bit activations) on every XDNA NPU; an FP32 model
+#   is compiled to BF16 on XDNA2 (Ryzen AI 300) only. So an a8 variant, else the float model.
+EIGHT_BIT_ACTIVATIONS_ONLY = frozenset({"OpenVINOExecutionProvider", "VitisAIExecutionProvider"})
+
+
+def _activation_bits(manifest: Mapping[str, Any]) -> int:
+    quant = manifest.get("quantization", {})
+    activations = str(quant.get("activations", "") if isinstance(quant, dict) else "").lower()
+    if activations:
+        return 16 if "16" in activations else 8
+    precision = str(manifest.get("precision", "")).lower()
+    return 16 if "a16" in precision else 8
+
+
+def accepts(ep: str | None, manifest: Mapping[str, Any]) -> bool:
+    """Whether NPU EP `ep` takes this QDQ variant (None: the EP is not known yet; any QDQ variant)."""
+    if ep in EIGHT_BIT_ACTIVATIONS_ONLY:
+        return _activation_bits(manifest) == 8
+    return True
+
+
+def qdq_variants(model_folder: Path, roots: Iterable[Path], ep: str | None = None) -> list[Path]:
     """QDQ variants of the model in `model_folder`, best first (agreement with float, then 16-bit
     activations, then name)."""
     base = _manifest(model_folder)
@@ -75,7 +100,7 @@ def qdq_variants(model_folder: Path, roots: Iterable[Path]) -> list[Path]:
             source = manifest.get("source", {})
             derived = source.get("derived_from") if isinstance(source, dict) else None
             devices = [str(d).lower() for d in manifest.get("devices", [])]
-            if derived != name or "npu" not in devices:
+            if derived != name or "npu" not in devices or not accepts(ep, manifest):
                 continue
             sixteen = 1 if "16" in str(manifest.get("precision", "")) else 0
             candidates.append((-_agreement(manifest), -sixteen, folder.name, folder))
@@ -88,9 +113,10 @@ def resolve_variant(
     models_root: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
     *,
     npu_available: bool = False,
+    ep: str | None = None,
 ) -> Path:
     """The folder to load for `choice`: the best QDQ variant of the model for an NPU choice when one
-    exists (in `models_root` or next to the model), else the model itself."""
+    exists (in `models_root` or next to the model) and the NPU EP `ep` takes it, else the model itself."""
     folder = Path(model_folder)
     if not wants_npu(choice, npu_available):
         return folder
@@ -98,7 +124,7 @@ def resolve_variant(
     if manifest is None or is_quantized(manifest):
         return folder
     roots = _roots(models_root)
-    variants = qdq_variants(folder, [*roots, folder.parent])
+    variants = qdq_variants(folder, [*roots, folder.parent], ep or choice.ep)
     if variants:
         log.info("NPU choice: using the QDQ variant %s of %s", variants[0].name, folder.name)
         return variants[0]

@@ -393,14 +393,17 @@ def ep_version_for(ep: str, report: Any) -> tuple[str, str]:
     from engines import runtime
 
     parts: list[str] = []
-    for plugin in getattr(report, "plugins", ()):
-        if plugin.ep == ep and plugin.installed and plugin.version:
+    in_use = [p for p in getattr(report, "plugins", ()) if p.ep == ep and p.registered]
+    # Only the plugin ONNX Runtime uses counts: the Windows ML catalog's QNN and the bundled one compile
+    # different context binaries (different QNN SDKs), so switching between them must miss the cache.
+    for plugin in in_use or [p for p in getattr(report, "plugins", ()) if p.ep == ep and p.installed]:
+        if plugin.version:
             parts.append(f"{plugin.package} {plugin.version}")
     devices = [d for d in getattr(report, "devices", ()) if d.ep == ep]
     ep_version = next((d.ep_version for d in devices if d.ep_version), "")
     if ep_version:
         parts.append(f"ep {ep_version}")
-    if ep == "QNNExecutionProvider":
+    if ep == "QNNExecutionProvider" and all(getattr(p, "source", "") != "Windows ML catalog" for p in in_use):
         sdk = qnn_sdk_version(runtime.qnn_plugin())
         if sdk:
             parts.append(f"QNN SDK {sdk}")

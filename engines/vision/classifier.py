@@ -81,8 +81,7 @@ class ClassifierSpec:
         # Before any session in this process: the static checks, then a graph that hangs or crashes does
         # it in a bounded child (engines/models/trial.py).
         inspect_onnx(model_path, declared_bytes)
-        trial.ensure_tried(root, trial.CLASSIFIER, model_file=model_path.relative_to(root.resolve()).as_posix(),
-                           input_size=pre.input_size)
+        trial.ensure_tried(root, trial.CLASSIFIER, model_file=str(model_path), input_size=pre.input_size)
         return cls(
             model_path=model_path,
             labels=read_labels(labels_file),

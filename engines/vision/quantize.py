@@ -42,7 +42,7 @@ from engines.models.manifest import (
 )
 from engines.models.paths import resolve_inside
 from engines.models.safety import inspect_onnx
-from engines.vision.images import Preprocess, load_rgb, resize_and_crop, to_tensor
+from engines.vision.images import Preprocess, crop_aspect, load_rgb, resize_and_crop, to_tensor
 
 log = logging.getLogger(__name__)
 
@@ -298,6 +298,7 @@ def find_photos(folder: str | os.PathLike[str]) -> list[Path]:
 
 def views(img: Image.Image, spec: Preprocess, augment: bool) -> Iterator[tuple[str, np.ndarray]]:
     """The standard view of a photo, then (with `augment`) a mirror and crops at a closer zoom."""
+    img = crop_aspect(img)  # the zooms below enlarge the whole photo: a 20000 x 1 strip would take gigabytes
     yield "centre", to_tensor(resize_and_crop(img, spec), spec)
     if not augment:
         return

@@ -228,6 +228,10 @@ def test_chat_host_on_the_tiny_genai_model(qtbot: Any, hosts: list[Host], tiny_l
     assert stats["generated_tokens"] >= 1
     assert "".join(texts) == stats["text"]
     assert stats["context_used"] > 0 and stats["context_length"] > 0
+    history = [("user", "Hello there"), ("assistant", stats["text"])]
+    with qtbot.waitSignal(host.generation_finished, timeout=TIMEOUT) as more:  # Continue, in the child process
+        host.generate("continue", 1, "", history, "You are terse.", {"max_new_tokens": 4, "repetition_penalty": 1.0})
+    assert more.args[0]["text"].startswith(stats["text"]) and more.args[0]["generated_tokens"] >= 1
     with qtbot.waitSignal(host.tokens_counted, timeout=TIMEOUT) as counted:
         host.count_tokens("Hello there, how are you today?")  # a draft, counted by the model's tokenizer
     assert counted.args[0] == "Hello there, how are you today?" and 3 <= counted.args[1] <= 20

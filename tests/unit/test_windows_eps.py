@@ -444,3 +444,78 @@ def test_doctor_reports_the_catalog_the_sources_and_a_second_ort_build(
     strict = [s for s in fake.sessions if s.options.config.get("session.disable_cpu_ep_fallback") == "1"]
     assert strict and strict[0].assignment.keys() == {QNN}
     assert report.as_dict()["versions"]["windows_ml"]["providers"][0]["name"] == QNN
+
+
+def test_the_compiled_model_cache_key_follows_the_qnn_in_use(use: Install, windows: Any) -> None:
+    from engines.runtime.compiled_cache import ep_version_for
+
+    windows("ARM64")
+    use(_snapdragon_with_catalog(_qnn_catalog()))
+    from_catalog, _ = ep_version_for(QNN, devices.discover())
+    registration.reset_registrations()
+    use(_snapdragon_with_catalog(build=22631))
+    bundled, _ = ep_version_for(QNN, devices.discover())
+    assert "Windows ML catalog 2.2420.43" in from_catalog and "onnxruntime-qnn" not in from_catalog
+    assert "onnxruntime-qnn 2.7.0" in bundled and from_catalog != bundled
+
+
+# ---- per-EP model variants -----------------------------------------------------------------------------------
+
+
+def test_each_npu_ep_gets_the_variant_it_takes(tmp_path: Path) -> None:
+    from engines.models.variants import resolve_variant
+    from engines.types import DeviceChoice
+
+    def variant(name: str, precision: str, activations: str, derived: str = "net") -> Path:
+        folder = tmp_path / name
+        folder.mkdir()
+        manifest = {
+            "schema": 1, "name": name, "precision": precision, "devices": ["npu"] if derived else ["cpu", "npu"],
+            "source": {"derived_from": derived}, "quantization": {"activations": activations} if activations else {},
+            "verification": {"top1_agreement_with_float": {"agree": 6, "total": 6}},
+        }
+        (folder / "manifest.json").write_text(json.dumps(manifest))
+        return folder
+
+    base = variant("net", "fp32", "", derived="")
+    a16 = variant("net-qdq", "qdq-a16w8", "uint16")
+    roots = [tmp_path]
+    assert resolve_variant(base, DeviceChoice.parse("qnn"), roots) == a16
+    assert resolve_variant(base, DeviceChoice.parse("openvino"), roots) == base  # FP16 on the NPU, not a16
+    assert resolve_variant(base, DeviceChoice.parse("vitisai"), roots) == base
+    a8 = variant("net-qdq-a8", "qdq-a8w8", "uint8")
+    assert resolve_variant(base, DeviceChoice.parse("openvino"), roots) == a8
+    assert resolve_variant(base, DeviceChoice.parse("npu"), roots, npu_available=True, ep=VITIS) == a8
+    assert resolve_variant(base, DeviceChoice.parse("qnn"), roots) == a16  # QNN keeps the 16-bit one
+
+
+def test_the_chat_catalog_says_per_npu_vendor_what_exists() -> None:
+    from engines.models.downloads import load_catalog, load_npu_availability
+
+    path = REPO / "assets" / "catalog.json"
+    entries = {e.id: e for e in load_catalog(path)}
+    by_vendor = {n.vendor: n for n in load_npu_availability(path)}
+    assert {"Qualcomm", "Intel", "AMD"} <= by_vendor.keys()
+    for n in by_vendor.values():
+        assert n.downloadable or n.none_here, f"{n.vendor}: say honestly that none is downloadable"
+        for model_id in n.downloadable:
+            assert "npu" in entries[model_id].devices
+    assert "-openvino-npu" in by_vendor["Intel"].elsewhere and "-vitis-npu" in by_vendor["AMD"].elsewhere
+    assert "ryzenai-npu" in by_vendor["AMD"].elsewhere
+
+
+def test_an_openvino_that_lists_only_the_gpu_still_says_why_there_is_no_npu(use: Install, windows: Any) -> None:
+    from tests.unit.fake_ort import FakeEpDevice, FakeHw, HwType
+
+    windows("AMD64")
+    fake = directml_laptop()
+    fake.plugins = {"onnxruntime_ep_openvino": SimpleNamespace(
+        __version__="1.8.1", get_ep_name=lambda: OPENVINO, get_library_path=lambda: r"C:\app\openvino_plugin.dll"
+    )}
+    fake._plugin_devices = [FakeEpDevice(OPENVINO, "Intel", FakeHw(HwType.GPU, "Intel", 0x8086, 0x7D55))]
+    use(fake)
+    cards = devices.discover().find_ep(OPENVINO)
+    gpu = next(c for c in cards if c.type == DeviceType.GPU)
+    npu = next(c for c in cards if c.type == DeviceType.NPU)
+    assert gpu.usable and gpu.source == "bundled plugin"
+    assert not npu.usable and "found the Intel GPU but no Intel NPU" in npu.reason
