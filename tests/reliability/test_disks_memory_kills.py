@@ -172,7 +172,10 @@ def test_onnx_runtime_warnings_never_reach_the_terminal(tmp_path: Path, samples:
 
 CAT_MEMORY = "Memory"
 # VmHWM is this process's own peak; ru_maxrss would include the size of the pytest process it was forked from.
-PEAK_MB = "def peak_mb():\n    return next(int(l.split()[1]) // 1024 for l in open('/proc/self/status') if l.startswith('VmHWM'))\n"
+PEAK_MB = (
+    "def peak_mb():\n"
+    "    return next(int(l.split()[1]) // 1024 for l in open('/proc/self/status') if l.startswith('VmHWM'))\n"
+)
 PEAK = PEAK_MB + (
     "import sys; from engines.vision.images import Preprocess, preprocess\n"
     "from engines.errors import ImageError\n"
@@ -225,7 +228,8 @@ def test_quantize_with_a_20000_by_1_strip_stays_within_memory(tmp_path: Path, re
     )
     result = subprocess.run([sys.executable, "-c", code, str(model), str(calibration), str(tmp_path / "out")],
                             capture_output=True, text=True, cwd=REPO, timeout=300, check=False,
-                            env=dict(os.environ, PYTHONPATH=str(REPO), NPU_STUDIO_HOME=str(tmp_path / "h")))  # fmt: skip
+                            env=dict(os.environ, PYTHONPATH=str(REPO), NPU_STUDIO_HOME=str(tmp_path / "h")),
+                            )  # fmt: skip
     peak_mb, _, status = result.stdout.strip().splitlines()[-1].partition(" ")
     reliability.record(CAT_MEMORY, "quantize with a 140-byte 20000 x 1 PNG among the calibration photos",
                        "quantized, under 1 GB", f"exit {status}")  # fmt: skip
