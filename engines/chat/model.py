@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
@@ -32,6 +33,7 @@ GENAI_CONFIG = "genai_config.json"
 TOKENIZER_JSON = "tokenizer.json"
 TOKENIZER_CONFIG = "tokenizer_config.json"
 CHAT_TEMPLATE_FILE = "chat_template.jinja"
+TOKENIZER_MODULE = "tokenizer_module.json"  # onnxruntime-extensions: names e.g. a tiktoken file
 
 QNN_EP = "QNNExecutionProvider"
 DML_EP = "DmlExecutionProvider"
@@ -145,6 +147,9 @@ def validate_model_folder(folder: str | Path) -> ModelFolder:
             f"The model in {path} has no chat template ({CHAT_TEMPLATE_FILE}, or chat_template in {TOKENIZER_CONFIG}).",
             "Add the model's chat template as chat_template.jinja; NPU Studio does not guess templates.",
         )
+    for name in (TOKENIZER_CONFIG, TOKENIZER_MODULE):
+        files += _tokenizer_named_files(root, name, tokenizer_config if name == TOKENIZER_CONFIG else None)
+    _links_stay_inside(root)
     return ModelFolder(
         path=root,
         model_type=str(model.get("type", "")),
@@ -153,6 +158,45 @@ def validate_model_folder(folder: str | Path) -> ModelFolder:
         files=tuple(dict.fromkeys(files)),
         config_providers=tuple(_config_providers(config)),
     )
+
+
+def _tokenizer_named_files(root: Path, name: str, data: Any = None) -> list[str]:
+    """Files a tokenizer config names (`tiktoken_file`, `vocab_file`, ...): the tokenizer opens them
+    itself, so each must be inside the folder like any file the genai config names."""
+    if data is None:
+        if not (root / name).exists():
+            return []
+        _inside(root, name, f"the tokenizer file {name}")
+        data = _read_json(root / name, name)
+    named: list[str] = []
+    for key_path, key, value in walk(data):
+        lowered = key.lower()
+        if value is None or not (lowered.endswith("file") or lowered.endswith("_path") or lowered.endswith("files")):
+            continue
+        for index, item in enumerate(value if isinstance(value, list) else [value]):
+            where = f"{key_path}[{index}]" if isinstance(value, list) else key_path
+            _inside(root, item, f"the file named by {where} in {name}")
+            named.append(str(item))
+    return named
+
+
+def _links_stay_inside(root: Path, limit: int = 10_000) -> None:
+    """No symbolic link anywhere in the folder leads out of it: onnxruntime-genai and its tokenizer
+    open files by name (vocabularies, merges, sentencepiece models) beyond the ones checked above."""
+    seen = 0
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        here = Path(dirpath)
+        for entry in [*dirnames, *filenames]:
+            seen += 1
+            if seen > limit:
+                raise ModelError(
+                    f"The model folder {root} holds more than {limit:,} files.",
+                    "Pick the folder made by the model builder, not a folder that contains it.",
+                )
+            if (here / entry).is_symlink():
+                rel = (here / entry).relative_to(root).as_posix()
+                resolve_inside(root, rel, what=f"{rel} in the model folder",
+                               hint="Copy the real file into the model folder instead of linking to it.")  # fmt: skip
 
 
 def _read_json(file: Path, name: str) -> Any:
