@@ -13,6 +13,7 @@ from typing import Any
 
 from app import paths
 from app.terminal import write_raw
+from engines.types import short_ep_name
 
 
 def register(sub: Any) -> None:
@@ -98,7 +99,7 @@ def _table(rows: Sequence[Sequence[str]]) -> str:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from app.cli import print_json
+    from app.terminal import print_json
     from engines.errors import StudioError
     from engines.models.library import estimate_fit, scan_library
 
@@ -133,7 +134,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_fit(args: argparse.Namespace) -> int:
-    from app.cli import print_json
+    from app.terminal import print_json
     from engines.errors import StudioError
     from engines.models.library import estimate_fit, find_model
 
@@ -209,7 +210,7 @@ def _devices(text: str) -> tuple[str, ...]:
 
 
 def run_import(args: argparse.Namespace) -> int:
-    from app.cli import print_json
+    from app.terminal import print_json
     from engines.errors import StudioError
     from engines.models.importer import IMAGENET_MEAN, IMAGENET_STD, ClassifierOptions, ImportDetails, import_model
 
@@ -261,7 +262,7 @@ def run_import(args: argparse.Namespace) -> int:
 
 
 def run_remove(args: argparse.Namespace) -> int:
-    from app.cli import print_json
+    from app.terminal import print_json
     from engines.models.library import remove_model
 
     removed = remove_model(args.name, paths.bundled_models_dir(), paths.user_models_dir())
@@ -273,7 +274,7 @@ def run_remove(args: argparse.Namespace) -> int:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    from app.cli import print_json
+    from app.terminal import print_json
     from engines.models.library import find_model, scan_library, verify_model
 
     if args.name:
@@ -300,16 +301,18 @@ def run_verify(args: argparse.Namespace) -> int:
 
 
 def run_catalog(args: argparse.Namespace) -> int:
-    from app.cli import print_json
     from app.settings import load_settings
-    from engines.models.downloads import load_catalog, partial_bytes
+    from app.terminal import print_json
+    from engines.models.downloads import load_catalog, load_npu_availability, partial_bytes
 
     catalog = load_catalog(catalog_path())
+    npus = load_npu_availability(catalog_path())
     user = paths.user_models_dir()
     allowed = load_settings()[0].allow_downloads
     if args.json:
         print_json({
             "downloads_allowed": allowed,
+            "npu_by_vendor": [vars(n) | {"downloadable": list(n.downloadable)} for n in npus],
             "models": [{**e.as_dict(), "installed": (user / e.id).is_dir(), "partial_bytes": partial_bytes(user, e.id)}
                        for e in catalog],
         })
@@ -325,12 +328,20 @@ def run_catalog(args: argparse.Namespace) -> int:
           "turned off (setting allow_downloads): nothing is downloaded unless you pass --allow-download."))
     print("Download one with `npu-studio models download ID`; repositories: "
           + ", ".join(sorted({e.repo_id for e in catalog})))
+    if npus:
+        print("\nChat on the NPU, by vendor:")
+        for n in npus:
+            here = ", ".join(n.downloadable) if n.downloadable else "none downloadable here"
+            print(f"  {n.vendor} ({short_ep_name(n.ep)}): {here}")
+            for text in (n.none_here, n.elsewhere):
+                if text:
+                    print(f"    {text}")
     return 0
 
 
 def run_download(args: argparse.Namespace) -> int:
-    from app.cli import print_json
     from app.settings import load_settings
+    from app.terminal import print_json
     from engines.models.downloads import DownloadProgress, discard_partial, download_model, find_entry, load_catalog
 
     entry = find_entry(load_catalog(catalog_path()), args.id)

@@ -147,6 +147,34 @@ def load_catalog(path: Path) -> list[CatalogEntry]:
     return entries
 
 
+@dataclass(frozen=True)
+class NpuAvailability:
+    """Which NPU chat models exist publicly for one NPU vendor, and honestly where none is downloadable."""
+
+    vendor: str
+    ep: str
+    downloadable: tuple[str, ...]  # catalog ids
+    elsewhere: str = ""
+    none_here: str = ""
+
+
+def load_npu_availability(path: Path) -> list[NpuAvailability]:
+    """`npu_by_vendor` of `assets/catalog.json` (empty when the catalog has none)."""
+    try:
+        data = jsonfile.read_json(path)
+    except jsonfile.JsonFileError as exc:
+        raise _catalog_error(path, str(exc)) from exc
+    items = data.get("npu_by_vendor", []) if isinstance(data, dict) else []
+    return [
+        NpuAvailability(
+            str(i["vendor"]), str(i["ep"]), tuple(str(x) for x in i.get("downloadable", [])),
+            str(i.get("elsewhere", "")), str(i.get("none_here", "")),
+        )
+        for i in items
+        if isinstance(i, dict) and "vendor" in i and "ep" in i
+    ]
+
+
 def _entry(item: Mapping[str, Any]) -> CatalogEntry:
     check_name(str(item["id"]))
     if item.get("kind", KIND_LLM) != KIND_LLM:

@@ -275,7 +275,7 @@ def _child_main(conn: Any, memory: int, target: Any, args: tuple[Any, ...]) -> N
 def _trial(folder: str, kind: str, model_file: str, input_size: tuple[int, int]) -> str:
     if kind == CHAT:
         return _try_chat(folder)
-    return _try_classifier(Path(folder) / (model_file or "model.onnx"), input_size)
+    return _try_classifier(Path(folder) / (model_file or "model.onnx"), input_size)  # (an absolute file wins)
 
 
 def _try_chat(folder: str) -> str:

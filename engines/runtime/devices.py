@@ -212,9 +212,13 @@ def discover() -> DiscoveryReport:
         seen_eps.add(ep)
     cpu_vendor = next((vendor_of(d.vendor, d.vendor_id, d.ep) for d in devices if d.ep == CPU_EP and d.vendor), "")
     expected = list(_EXPECTED) + [p.name for p in catalog.providers if p.name not in _EXPECTED]
+    listed = {(d.ep, d.type) for d in devices}
     for ep in expected:
-        if ep in seen_eps or ep == CPU_EP:
+        wanted = EP_DEVICE_TYPE.get(ep, DeviceType.NPU)
+        # OpenVINO may list the Intel GPU and CPU but no NPU: the NPU still gets its card and reason
+        if (ep, wanted) in listed or ep == CPU_EP or (ep in seen_eps and wanted != DeviceType.NPU):
             continue
+        others = sorted({d.type.value for d in devices if d.ep == ep})
         reg = registration(ep)
         devices.append(
             Device(
@@ -222,7 +226,7 @@ def discover() -> DiscoveryReport:
                 type=EP_DEVICE_TYPE.get(ep, DeviceType.NPU),
                 vendor=EP_VENDOR.get(ep, ""),
                 usable=False,
-                reason=missing_reason(ep, catalog, plugins, reg, cpu_vendor),
+                reason=missing_reason(ep, catalog, plugins, reg, cpu_vendor, others),
                 description=EP_HARDWARE.get(ep, ""),
                 ep_version=reg.version if reg is not None else "",
                 source=reg.source if reg is not None else "",

@@ -113,6 +113,7 @@ def missing_reason(
     plugins: tuple[PluginStatus, ...],
     registered: Registration | None,
     cpu_vendor: str = "",
+    other_types: list[str] | None = None,
 ) -> str:
     """Why `ep` lists no usable device here."""
     name = short_ep_name(ep)
@@ -128,6 +129,9 @@ def missing_reason(
         vendor = EP_VENDOR.get(ep, "")
         if cpu_vendor and vendor and cpu_vendor != vendor and ep in (OPENVINO_EP, VITISAI_EP):
             hint = f"This machine has no {vendor} NPU or GPU (its CPU is {cpu_vendor})."
+        if other_types:
+            found = " and ".join(f"the {vendor} {kind}".replace("  ", " ") for kind in other_types)
+            return f"{where} found {found} but no {hardware}. {hint}"
         return f"{where} is registered but found no {hardware}. {hint}"
     errors = [p for p in mine if p.error]
     if errors:

@@ -27,6 +27,16 @@ FORMATS = ("JPEG", "PNG", "BMP", "DIB", "GIF", "TIFF", "WEBP")
 # a 20000 x 1 strip (a 100-byte PNG) would otherwise become a 5 120 000 x 256 image (3.9 GB).
 MAX_RESIZE_FACTOR = 8
 
+# Decoded bytes, not pixels, are what memory pays: 89 megapixels pass Pillow's limit, and are 89 MB as
+# a palette image but 356 MB as RGBA or float, and every conversion after that makes another copy. A
+# photo whose decoded pixels would exceed this is refused; one under it is reduced towards the size the
+# model needs *before* it is expanded (palette -> RGBA, float -> 8 bit, EXIF rotation).
+MAX_DECODED_BYTES = 256 << 20
+_BYTES_PER_PIXEL = {"1": 1, "L": 1, "P": 1, "LA": 2, "PA": 2, "La": 2, "RGB": 3, "YCbCr": 3, "LAB": 3, "HSV": 3,
+                    "I;16": 2, "I;16B": 2, "I;16L": 2, "I;16N": 2}  # RGBA, CMYK, I, F and the rest: 4
+# A strip longer than this ratio is centre-cropped before any resize that enlarges it (calibration zooms).
+MAX_ASPECT = 4.0
+
 _RESAMPLE = {
     "bicubic": Image.Resampling.BICUBIC,
     "bilinear": Image.Resampling.BILINEAR,
@@ -133,6 +143,8 @@ def load_rgb(source: str | os.PathLike[str] | bytes, min_side: int = 0) -> Image
                 if scale < 1:
                     img.draft("RGB", (max(1, int(w * scale + 0.5)), max(1, int(h * scale + 0.5))))
             img.seek(0)  # animated images: first frame
+            _check_decoded_bytes(img, name)
+            img = _reduce_before_expanding(img, min_side)
             img = ImageOps.exif_transpose(img) or img
             return _to_rgb(img)
         except ImageError:
@@ -152,6 +164,48 @@ def load_rgb(source: str | os.PathLike[str] | bytes, min_side: int = 0) -> Image
             raise ImageError(f"{name} could not be decoded ({text}).", "The file may be damaged.") from exc
 
 
+def _check_decoded_bytes(img: Image.Image, name: str) -> None:
+    w, h = img.size
+    size = w * h * _BYTES_PER_PIXEL.get(img.mode, 4)
+    if size > MAX_DECODED_BYTES:
+        raise ImageError(
+            f"{name} is too large to open safely: {w} x {h} pixels ({img.mode}) would take {size / (1 << 20):.0f} MB "
+            "to decode.",
+            f"Images that decode to more than {MAX_DECODED_BYTES >> 20} MB are refused to protect memory; "
+            "resize it first.",
+        )
+
+
+def _reduce_before_expanding(img: Image.Image, min_side: int) -> Image.Image:
+    """Shrink by a whole factor (keeping the shorter side >= 2 x min_side, so quality is untouched) while the
+    image is still in its compact decoded mode."""
+    if not min_side:
+        return img
+    factor = min(img.size) // (2 * min_side)
+    if factor < 2:
+        return img
+    img.load()
+    w, h = img.size
+    if img.mode in {"P", "PA", "1"}:  # reduce() would mix palette indices; nearest keeps real colours
+        return img.resize((max(1, w // factor), max(1, h // factor)), Image.Resampling.NEAREST)
+    try:
+        return img.reduce(factor)
+    except (ValueError, NotImplementedError):  # a mode reduce() does not know
+        return img.resize((max(1, w // factor), max(1, h // factor)), Image.Resampling.NEAREST)
+
+
+def crop_aspect(img: Image.Image, max_ratio: float = MAX_ASPECT) -> Image.Image:
+    """The centre of a very long strip, at most `max_ratio` : 1 (what a centre crop would keep anyway)."""
+    w, h = img.size
+    if max(w, h) <= max_ratio * min(w, h):
+        return img
+    if w > h:
+        keep = max(1, int(h * max_ratio))
+        return img.crop(((w - keep) // 2, 0, (w - keep) // 2 + keep, h))
+    keep = max(1, int(w * max_ratio))
+    return img.crop((0, (h - keep) // 2, w, (h - keep) // 2 + keep))
+
+
 def _to_rgb(img: Image.Image) -> Image.Image:
     mode = img.mode
     if mode == "RGB":
@@ -164,8 +218,8 @@ def _to_rgb(img: Image.Image) -> Image.Image:
         return Image.fromarray(scaled, mode="L").convert("RGB")
     if mode == "F":
         with np.errstate(invalid="ignore"):  # NaN or infinite pixels (damaged float TIFFs) become 0
-            arr = np.asarray(img, dtype=np.float64)
-            arr = np.where(np.isfinite(arr), arr, 0.0)
+            arr = np.array(img, dtype=np.float32)  # one copy, in place from here on
+            arr[~np.isfinite(arr)] = 0.0
         lo, hi = float(arr.min()), float(arr.max())
         scaled = ((arr - lo) * (255.0 / ((hi - lo) or 1.0))).astype(np.uint8)
         return Image.fromarray(scaled, mode="L").convert("RGB")

@@ -487,3 +487,35 @@ def test_each_npu_ep_gets_the_variant_it_takes(tmp_path: Path) -> None:
     assert resolve_variant(base, DeviceChoice.parse("openvino"), roots) == a8
     assert resolve_variant(base, DeviceChoice.parse("npu"), roots, npu_available=True, ep=VITIS) == a8
     assert resolve_variant(base, DeviceChoice.parse("qnn"), roots) == a16  # QNN keeps the 16-bit one
+
+
+def test_the_chat_catalog_says_per_npu_vendor_what_exists() -> None:
+    from engines.models.downloads import load_catalog, load_npu_availability
+
+    path = REPO / "assets" / "catalog.json"
+    entries = {e.id: e for e in load_catalog(path)}
+    by_vendor = {n.vendor: n for n in load_npu_availability(path)}
+    assert {"Qualcomm", "Intel", "AMD"} <= by_vendor.keys()
+    for n in by_vendor.values():
+        assert n.downloadable or n.none_here, f"{n.vendor}: say honestly that none is downloadable"
+        for model_id in n.downloadable:
+            assert "npu" in entries[model_id].devices
+    assert "-openvino-npu" in by_vendor["Intel"].elsewhere and "-vitis-npu" in by_vendor["AMD"].elsewhere
+    assert "ryzenai-npu" in by_vendor["AMD"].elsewhere
+
+
+def test_an_openvino_that_lists_only_the_gpu_still_says_why_there_is_no_npu(use: Install, windows: Any) -> None:
+    from tests.unit.fake_ort import FakeEpDevice, FakeHw, HwType
+
+    windows("AMD64")
+    fake = directml_laptop()
+    fake.plugins = {"onnxruntime_ep_openvino": SimpleNamespace(
+        __version__="1.8.1", get_ep_name=lambda: OPENVINO, get_library_path=lambda: r"C:\app\openvino_plugin.dll"
+    )}
+    fake._plugin_devices = [FakeEpDevice(OPENVINO, "Intel", FakeHw(HwType.GPU, "Intel", 0x8086, 0x7D55))]
+    use(fake)
+    cards = devices.discover().find_ep(OPENVINO)
+    gpu = next(c for c in cards if c.type == DeviceType.GPU)
+    npu = next(c for c in cards if c.type == DeviceType.NPU)
+    assert gpu.usable and gpu.source == "bundled plugin"
+    assert not npu.usable and "found the Intel GPU but no Intel NPU" in npu.reason
