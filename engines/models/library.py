@@ -151,7 +151,7 @@ def read_entry(folder: Path, *, bundled: bool) -> ModelEntry:
     if isinstance(source, Mapping):
         origin = str(source.get("repo_id") or source.get("imported_from") or "")
     return ModelEntry(
-        name=str(manifest.get("name") or folder.name),
+        name=folder.name,  # the library's key (remove, verify, lookups): never a name the manifest chooses
         display_name=str(manifest.get("display_name") or manifest.get("name") or folder.name),
         kind=kind,
         folder=folder,
@@ -213,7 +213,9 @@ def check_name(name: str) -> str:
 
 def suggest_name(text: str) -> str:
     """A valid model name derived from a folder or file name."""
-    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-._")[:80]
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", text)
+    cleaned = re.sub(r"[-.]*-[-.]*|\.{2,}", lambda m: "-" if "-" in m.group() else ".", cleaned)  # no "..", "-.-"
+    cleaned = cleaned.strip("-._")[:80].rstrip("-._")
     return cleaned or "model"
 
 
