@@ -30,10 +30,15 @@ def register(sub: Any) -> None:
 
 
 def _installed(name: str) -> Path | None:
-    for root in (paths.user_models_dir(), paths.bundled_models_dir()):
-        if (root / name / "manifest.json").is_file():
-            return root / name
-    return None
+    """The model by name (the one library lookup), or None when it is not installed."""
+    from engines.errors import ModelError
+    from engines.models.lookup import locate_model
+
+    try:
+        folder = locate_model(name, paths.model_roots()).folder
+    except ModelError:
+        return None
+    return folder if (folder / "manifest.json").is_file() else None
 
 
 def run(args: argparse.Namespace) -> int:
