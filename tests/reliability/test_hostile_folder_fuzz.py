@@ -30,7 +30,6 @@ from typing import Any
 import numpy as np
 import onnx
 import psutil
-import pytest
 from onnx import TensorProto, helper, numpy_helper
 from PIL import Image
 
