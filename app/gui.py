@@ -39,6 +39,7 @@ from ui.classify_parts import sample_photos
 from ui.classify_view import ClassifyView
 from ui.device_picker import DeviceChoiceModel
 from ui.devices_view import DevicesView
+from ui.layout_check import check_layout
 from ui.main_window import MainWindow
 from ui.models_view import ModelsView
 from ui.screen_fit import fit_window
@@ -291,6 +292,14 @@ class Studio(QObject):
             self.window.showMaximized()
         else:
             self.window.show()
+
+    def apply_theme_live(self, theme: str) -> None:
+        """Switch the theme of the running app (views, icons, charts follow); does not change the setting."""
+        apply_theme(self.app, theme)
+
+    def check_layout(self) -> list[Any]:
+        """Layout problems of the window as it is now (see ui.layout_check)."""
+        return check_layout(self.window)
 
     def show_shortcuts(self) -> None:
         ShortcutsSheet(self.window.shortcuts(), self.window).exec()
