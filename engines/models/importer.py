@@ -453,8 +453,9 @@ _LICENCE_RE = re.compile(r"^licen[sc]e:\s*['\"]?([A-Za-z0-9.+-]+)", re.MULTILINE
 
 
 def _licence_from_readme(folder: Path) -> str:
-    """The `license:` of a Hugging Face model card (README.md front matter), when there is one."""
-    for candidate in (folder / "README.md", folder.parent / "README.md", folder.parent.parent / "README.md"):
+    """The `license:` of a Hugging Face model card (README.md front matter) in the folder itself: nothing
+    outside the folder being imported is read (a card one level up belongs to other files; use --licence)."""
+    for candidate in (folder / "README.md",):
         with contextlib.suppress(OSError, UnicodeDecodeError):
             text = candidate.read_text(encoding="utf-8")[:4000]
             if text.startswith("---"):
