@@ -12,7 +12,6 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 from app import __version__, model_trials
 from app.commands import COMMAND_MODULES, load
@@ -49,15 +48,6 @@ def _run_gui(args: argparse.Namespace) -> int:
     from app.gui import run_gui
 
     return run_gui(self_test=bool(args.self_test), screenshots=args.screenshots, report=args.report)
-
-
-def print_json(data: Any) -> None:
-    """Print `data` as JSON, whole: it is serialized before the first byte is written, so a value that
-    cannot be written never leaves half a document behind."""
-    from app.terminal import write_raw
-    from engines.text import json_text
-
-    write_raw(sys.stdout, json_text(data) + "\n")
 
 
 class Terminated(KeyboardInterrupt):

@@ -37,12 +37,15 @@ from engines.errors import ModelError, StorageError, StudioError
 from engines.types import DeviceChoice, short_ep_name
 from ui.bench_view import BenchView
 from ui.chat_view import ChatView
+from ui.classify_parts import sample_photos
 from ui.classify_view import ClassifyView
 from ui.device_picker import DeviceChoiceModel
 from ui.devices_view import DevicesView
 from ui.main_window import MainWindow
 from ui.models_view import ModelsView
+from ui.screen_fit import fit_window
 from ui.settings_view import SettingsView
+from ui.shortcuts import ShortcutsSheet
 from ui.theme import apply_theme
 from ui.widgets import Banner
 
@@ -250,6 +253,9 @@ class Studio(QObject):
         stop.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
         stop.triggered.connect(self.stop_current)
         w.addAction(stop)
+        w.add_standard_actions(self.show_shortcuts)
+        dv.try_classify_requested.connect(self.try_sample_photo)
+        dv.try_chat_requested.connect(self.new_chat)
 
     def _on_bench_shown(self, key: str) -> None:
         if key == "benchmark":
@@ -258,8 +264,14 @@ class Studio(QObject):
     def _restore_window(self) -> None:
         w = self.window
         geometry = QByteArray.fromBase64(self.settings.window_geometry.encode("ascii", "ignore"))
-        if geometry.isEmpty() or not w.restoreGeometry(geometry):
-            w.resize(1280, 820)
+        restored = not geometry.isEmpty() and w.restoreGeometry(geometry)
+        self.open_maximized = fit_window(w, restored)  # first size from the screen; maximized when small
+        if _headless():
+            # Offscreen there is no real screen to fit (its 800x600 is a placeholder): the smallest
+            # laptop size the app promises, so that headless runs and tests see that layout.
+            self.open_maximized = False
+            if not restored:
+                w.resize(1280, 720)
         state = QByteArray.fromBase64(self.settings.window_state.encode("ascii", "ignore"))
         if not state.isEmpty():
             w.restoreState(state)
@@ -268,7 +280,20 @@ class Studio(QObject):
 
     # --- start-up ---------------------------------------------------------------------------------
     def show(self) -> None:
-        self.window.show()
+        if getattr(self, "open_maximized", False):
+            self.window.showMaximized()
+        else:
+            self.window.show()
+
+    def show_shortcuts(self) -> None:
+        ShortcutsSheet(self.window.shortcuts(), self.window).exec()
+
+    def try_sample_photo(self) -> None:
+        """The first-run path: one click from Home to a classified sample photo."""
+        self.window.show_view("classify")
+        samples = sorted(sample_photos(), key=lambda p: p.name != "chelsea.png")  # the cat first: a clear answer
+        if samples:
+            self.classify_view.classify_paths([str(samples[0])])
 
     def _on_first_shown(self) -> None:
         self.timings["window_shown_s"] = time.time() - self.started_at

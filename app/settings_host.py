@@ -159,7 +159,7 @@ class SettingsWorker(Worker):
     @Slot(str, str)
     def export_diagnostics(self, target: str, classifier: str) -> None:
         def job() -> None:
-            from app.commands.doctor import attachments
+            from app.diagnostics import attachments
             from engines.doctor import run_doctor, write_outputs
 
             doctor = self._doctor or run_doctor

@@ -68,3 +68,11 @@ def safe_terminal() -> Iterator[None]:
         yield
     finally:
         sys.stdout, sys.stderr = out, err
+
+
+def print_json(data: Any) -> None:
+    """Print `data` as JSON, whole: it is serialized before the first byte is written, so a value that
+    cannot be written never leaves half a document behind."""
+    from engines.text import json_text
+
+    write_raw(sys.stdout, json_text(data) + "\n")

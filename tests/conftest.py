@@ -14,6 +14,21 @@ import pytest
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 REPO = Path(__file__).resolve().parent.parent
+
+# Test tiers by folder: `pytest -m "not e2e"` is the fast tier (no demo models built, no real MSI payload).
+TIER_BY_FOLDER = {"unit": "unit", "ui": "ui", "reliability": "reliability", "e2e": "e2e"}
+# Outside tests/e2e, a test is end-to-end when it needs the real demo models or the real installer payload.
+E2E_FIXTURES = frozenset({"demo_classifier", "demo_chat_model", "real", "real_arm64"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        parts = Path(str(item.path)).relative_to(REPO / "tests").parts
+        tier = TIER_BY_FOLDER.get(parts[0]) if len(parts) > 1 else None
+        if tier is not None:
+            item.add_marker(tier)
+        if tier != "e2e" and E2E_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker("e2e")
 RECIPE = REPO / "assets" / "recipes" / "build_demo_models.py"
 MODELS = REPO / "assets" / "models"
 

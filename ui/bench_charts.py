@@ -13,7 +13,8 @@ from collections.abc import Sequence
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtGui import QColor
+from PySide6.QtCore import QEvent
+from PySide6.QtGui import QColor, QShowEvent
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from engines.bench.data import DeviceResult, percentile
@@ -29,19 +30,31 @@ def device_color(result: DeviceResult) -> str:
     return DEVICE_COLORS.get(result.device, colors().accent)
 
 
-def _plot(title: str) -> pg.PlotWidget:
+def _style(widget: pg.PlotWidget) -> None:
+    """Background, axes and title colours from the theme in use (again after a theme switch)."""
     c = colors()
-    widget = pg.PlotWidget(background=c.surface)
-    widget.setMinimumHeight(170)
+    widget.setBackground(c.surface)
     item = widget.getPlotItem()
-    item.setTitle(title, color=c.text, size="10pt")
-    item.showGrid(x=False, y=True, alpha=0.25)
+    item.titleLabel.setText(item.titleLabel.text, color=c.text, size="10pt")
     for name in ("left", "bottom"):
         axis = item.getAxis(name)
         axis.setPen(pg.mkPen(c.border))
         axis.setTextPen(pg.mkPen(c.muted))
+        # the y-axis keeps room for its numbers and unit, so they are never cut at 1.5x
+        if name == "left":
+            axis.setWidth(56)
+
+
+def _plot(title: str) -> pg.PlotWidget:
+    widget = pg.PlotWidget()
+    widget.setMinimumHeight(200)
+    widget.setMinimumWidth(320)
+    item = widget.getPlotItem()
+    item.setTitle(title, color=colors().text, size="10pt")
+    item.showGrid(x=False, y=True, alpha=0.25)
     item.setMenuEnabled(False)
     item.hideButtons()
+    _style(widget)
     return widget
 
 
@@ -63,6 +76,8 @@ class BenchCharts(QWidget):
         layout.addWidget(self.bars, 1)
         layout.addWidget(self.distribution, 1)
         layout.addWidget(self.caption)
+        self.shown: list[DeviceResult] = []
+        self.theme_dark = colors().dark
         self.bar_labels: list[str] = []  # one per device, measured or not
         self.bar_heights: list[float] = []  # p50 per measured device, in chart order
         self.curves: list[str] = []  # device labels with a distribution curve
@@ -76,8 +91,30 @@ class BenchCharts(QWidget):
         self.bar_labels, self.bar_heights, self.curves = [], [], []
         self.caption.setText("")
 
+    def restyle(self) -> None:
+        """A live theme switch: the charts take the new colours and are drawn again."""
+        self.theme_dark = colors().dark
+        for widget in (self.bars, self.distribution):
+            _style(widget)
+        legend = self.distribution.getPlotItem().legend
+        if legend is not None:
+            legend.setLabelTextColor(colors().text)
+        self.show_results(list(self.shown))
+
+    def changeEvent(self, event: QEvent) -> None:
+        if event.type() == QEvent.Type.StyleChange and colors().dark != self.theme_dark:
+            self.restyle()
+        super().changeEvent(event)
+
+    def showEvent(self, event: QShowEvent) -> None:
+        # A switch while the charts were hidden (another view shown) is caught up on showing.
+        if colors().dark != self.theme_dark:
+            self.restyle()
+        super().showEvent(event)
+
     def show_results(self, results: Sequence[DeviceResult]) -> None:
         self.clear()
+        self.shown = list(results)
         if not results:
             return
         unit = next((r.latency_unit for r in results if r.latency_unit), "ms")

@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QFileDialog,
+    QFrame,
     QGridLayout,
     QHBoxLayout,
     QHeaderView,
@@ -26,6 +27,7 @@ from PySide6.QtWidgets import (
     QListWidgetItem,
     QProgressBar,
     QPushButton,
+    QScrollArea,
     QSpinBox,
     QSplitter,
     QStackedWidget,
@@ -46,6 +48,8 @@ from engines.bench.data import (
 )
 from engines.errors import StudioError
 from engines.types import Device, DeviceType
+from ui.icons import icon
+from ui.placement_chip import chip_color, chip_icon_name, describe_placement, placement_from_dict
 from ui.widgets import MARGIN, SPACING, BannerArea, Card, EmptyState, ViewHeader, muted_label
 
 RAN_ON_WIDTH = 280  # the full reason is in the cell's tooltip
@@ -80,7 +84,11 @@ def result_cells(r: DeviceResult) -> list[str]:
         return [r.model, r.device, f"{r.status}: {r.reason}"] + ["—"] * (len(COLUMNS) - 3)
     s, lat, res, chat = r.sessions, r.latency, r.resources, r.chat
     ratio = chat.decode_ratio if chat is not None else r.overhead_ratio
-    ran_on = r.ran_on + (f" (fell back: {r.fallback_reason})" if r.fell_back else "")
+    placement = placement_from_dict(r.placement)
+    if placement is not None:
+        ran_on = describe_placement(placement, r.device).text
+    else:
+        ran_on = r.ran_on + (f" (fell back: {r.fallback_reason})" if r.fell_back else "")
     return [
         r.model,
         r.label,
@@ -131,7 +139,17 @@ class BenchView(QWidget):
         self.charts: Any = None  # ui.bench_charts.BenchCharts, made on first use
         self.last_export_dir = str(Path.home())
 
-        layout = QVBoxLayout(self)
+        # Below its usable minimum (charts that can be read, a table with a few rows) the view scrolls
+        # instead of squashing the charts into each other.
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        self.scroll_area = QScrollArea()
+        self.scroll_area.setWidgetResizable(True)
+        self.scroll_area.setFrameShape(QFrame.Shape.NoFrame)
+        content = QWidget()
+        self.scroll_area.setWidget(content)
+        outer.addWidget(self.scroll_area)
+        layout = QVBoxLayout(content)
         layout.setContentsMargins(MARGIN, MARGIN, MARGIN, MARGIN)
         layout.setSpacing(SPACING)
         header = ViewHeader(
@@ -159,9 +177,10 @@ class BenchView(QWidget):
         self.table.setSelectionBehavior(QTableWidget.SelectionBehavior.SelectRows)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         self.table.setWordWrap(False)
-        self.table.setMinimumHeight(110)
+        self.table.setMinimumHeight(170)  # the header and four rows
+        self.table.setAccessibleName("Benchmark results")
         vertical.addWidget(self.table)
-        vertical.setStretchFactor(0, 3)
+        vertical.setStretchFactor(0, 2)
         vertical.setStretchFactor(1, 1)
         layout.addWidget(vertical, 1)
         self._update_buttons()
@@ -236,6 +255,7 @@ class BenchView(QWidget):
         row.addStretch(1)
         row.addWidget(muted_label("Model", word_wrap=False))
         self.chart_model = QComboBox()
+        self.chart_model.setAccessibleName("Model shown in the charts")
         self.chart_model.setMinimumWidth(200)
         self.chart_model.currentTextChanged.connect(lambda _t: self._draw_charts())
         row.addWidget(self.chart_model)
@@ -477,7 +497,13 @@ class BenchView(QWidget):
             for column, text in enumerate(result_cells(result)):
                 item = QTableWidgetItem(text)
                 if column == 2:
-                    item.setToolTip(text)
+                    placement = placement_from_dict(result.placement) if result.ok else None
+                    if placement is not None:
+                        chip = describe_placement(placement, result.device)
+                        item.setIcon(icon(chip_icon_name(chip.kind), chip_color(chip.kind)))
+                        item.setToolTip(chip.details)
+                    else:
+                        item.setToolTip(text)
                 if column >= 3:
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 self.table.setItem(row, column, item)

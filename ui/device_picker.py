@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from PySide6.QtCore import QObject, QSignalBlocker, Signal
+from PySide6.QtCore import QCoreApplication, QObject, QSignalBlocker, Signal
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QWidget
 
 from app.qtcompat import emit
 from engines.errors import StudioError
-from engines.types import Device, DeviceChoice, DeviceType, Policy, short_ep_name
+from engines.types import CPU_EP, Device, DeviceChoice, DeviceType, Policy, short_ep_name
+
+
+def tr(text: str) -> str:
+    return QCoreApplication.translate("DevicePicker", text)
 
 
 class DeviceChoiceModel(QObject):
@@ -79,14 +83,16 @@ class DevicePicker(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(8)
         if not compact:
-            layout.addWidget(QLabel("Run on"))
+            layout.addWidget(QLabel(tr("Run on")))
         self.combo = QComboBox()
         self.combo.setMinimumWidth(170)
-        self.combo.setToolTip("Which device ONNX Runtime should use for Classify and Chat")
+        self.combo.setToolTip(tr("Which device ONNX Runtime should use for Classify and Chat"))
+        self.combo.setAccessibleName(tr("Device"))
         layout.addWidget(self.combo)
-        self.strict = QCheckBox("Strict")
+        self.strict = QCheckBox(tr("Strict"))
+        self.strict.setAccessibleName(tr("Strict: no fallback"))
         self.strict.setToolTip(
-            "Strict: the chosen device must run the whole model; anything else is an error instead of a fallback."
+            tr("Strict: the chosen device must run the whole model; anything else is an error instead of a fallback.")
         )
         layout.addWidget(self.strict)
         self._fill()
@@ -102,13 +108,14 @@ class DevicePicker(QWidget):
                 label = policy.label
                 wanted = policy.wanted_type
                 if wanted is not None and self.model.has_usable(wanted) is False:
-                    label += " — not found"
+                    label += " — " + tr("not found")
                 self.combo.addItem(label, policy.value)
-            explicit = sorted({d.ep for d in self.model.devices if d.usable})
+            # "CPU only" already is the CPU execution provider: no second entry for the same thing.
+            explicit = sorted({d.ep for d in self.model.devices if d.usable and d.ep != CPU_EP})
             if self.model.text not in {p.value for p in Policy} and self.model.text not in explicit:
                 explicit.append(self.model.text)
             for ep in explicit:
-                self.combo.addItem(f"{short_ep_name(ep)} EP only", ep)
+                self.combo.addItem(tr("{ep} only (explicit provider)").format(ep=short_ep_name(ep)), ep)
         self._sync()
 
     def _sync(self, *_: object) -> None:

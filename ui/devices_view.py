@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QCoreApplication, Qt, Signal
 from PySide6.QtWidgets import (
     QFrame,
     QGridLayout,
@@ -21,11 +21,66 @@ from engines.text import rich_text
 from engines.types import Device, DeviceType
 from ui.device_picker import DeviceChoiceModel, DevicePicker
 from ui.ep_download import EpDownloadCard
-from ui.icons import icon, pixmap
-from ui.theme import colors
-from ui.widgets import MARGIN, SPACING, BannerArea, Card, Spinner, ViewHeader, muted_label, set_badge
+from ui.icons import icon
+from ui.widgets import MARGIN, SPACING, BannerArea, Card, Glyph, Spinner, ViewHeader, muted_label, set_badge
 
 _TYPE_ICON = {DeviceType.NPU: "npu", DeviceType.GPU: "gpu", DeviceType.CPU: "cpu"}
+
+
+def tr(text: str) -> str:
+    return QCoreApplication.translate("Devices", text)
+
+
+# Part of every ONNX Runtime build, for calling cloud endpoints; an offline app never uses it, and
+# listing it among "providers" alarms people who chose an offline app.
+NOT_SHOWN_EPS = {"AzureExecutionProvider"}
+
+
+def device_title(device: Device) -> str:
+    """ "AMD EPYC 7B13", "Qualcomm Hexagon NPU (QNN)": the EP in brackets only when it says more."""
+    name = device.description or f"{device.vendor} {device.type.value}".strip()
+    if device.short_ep.lower() in {device.type.value.lower(), ""} or device.short_ep in name:
+        return name
+    return f"{name} ({device.short_ep})"
+
+
+def device_subtitle(device: Device) -> str:
+    if device.short_ep == device.type.value:
+        return tr("{kind} · ONNX Runtime's built-in {ep} provider").format(kind=device.type.value, ep=device.short_ep)
+    return tr("{kind} · {ep} execution provider").format(kind=device.type.value, ep=device.short_ep)
+
+
+def capability_sentence(devices: Sequence[Device]) -> str:
+    """What this machine can do, in one sentence."""
+    usable = [d for d in devices if d.usable]
+    npu = next((d for d in usable if d.type == DeviceType.NPU), None)
+    gpu = next((d for d in usable if d.type == DeviceType.GPU), None)
+    cpu = next((d for d in usable if d.type == DeviceType.CPU), None)
+    if npu is not None:
+        return tr("This machine has an NPU ({name}): photos and chat can run on it, with the CPU as fallback.").format(
+            name=device_title(npu)
+        )
+    if gpu is not None:
+        return tr("No NPU here, but the GPU ({name}) can run photos and chat; the CPU always can.").format(
+            name=device_title(gpu)
+        )
+    if cpu is not None:
+        vendor = f" ({cpu.vendor})" if cpu.vendor else ""
+        return tr(
+            "No NPU or GPU that ONNX Runtime can use here: photos and chat run on the CPU{vendor}, offline."
+        ).format(vendor=vendor)
+    return tr("ONNX Runtime found no device it can use on this machine.")
+
+
+def summary_line(devices: Sequence[Device], info: Mapping[str, str]) -> str:
+    """ONNX Runtime version, platform, what is usable and what is not (named, not just counted)."""
+    usable = sorted({d.type.value for d in devices if d.usable})
+    missing = sorted({d.type.value for d in devices if not d.usable} - set(usable))
+    parts = [f"ONNX Runtime {info.get('onnxruntime', '?')}", info.get("platform", "")]
+    parts.append(tr("usable: {kinds}").format(kinds=", ".join(usable) or tr("none")))
+    if missing:
+        parts.append(tr("not available: {kinds} (why below)").format(kinds=", ".join(missing)))
+    return " · ".join(p for p in parts if p)
 
 
 class DeviceCard(Card):
@@ -33,25 +88,23 @@ class DeviceCard(Card):
         super().__init__(parent)
         self.device = device
         self.setProperty("disabled", not device.usable)
-        c = colors()
         head = QHBoxLayout()
         head.setSpacing(10)
-        glyph = QLabel()
-        glyph.setPixmap(pixmap(_TYPE_ICON[device.type], 32, c.accent if device.usable else c.muted))
+        glyph = Glyph(_TYPE_ICON[device.type], 32, "accent" if device.usable else "muted")
         head.addWidget(glyph)
         titles = QVBoxLayout()
         titles.setSpacing(0)
-        title = QLabel(device.title())
+        title = QLabel(device_title(device))
         title.setObjectName("SectionTitle")
         title.setWordWrap(True)
         titles.addWidget(title)
-        titles.addWidget(muted_label(f"{device.type.value} · {device.short_ep}"))
+        titles.addWidget(muted_label(device_subtitle(device)))
         head.addLayout(titles, 1)
         self.badge = QLabel()
         if device.usable:
-            set_badge(self.badge, "ok", "Usable")
+            set_badge(self.badge, "ok", tr("Usable"))
         else:
-            set_badge(self.badge, "neutral", "Not available")
+            set_badge(self.badge, "neutral", tr("Not available"))
         head.addWidget(self.badge, 0, Qt.AlignmentFlag.AlignTop)
         self.body.addLayout(head)
         grid = QGridLayout()
@@ -87,6 +140,8 @@ class DevicesView(QWidget):
     """Cards per device, an explicit empty state for a missing NPU, and the shared device picker."""
 
     refresh_requested = Signal()
+    try_classify_requested = Signal()
+    try_chat_requested = Signal()
 
     def __init__(self, choice_model: DeviceChoiceModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -95,10 +150,11 @@ class DevicesView(QWidget):
         outer = QVBoxLayout(self)
         outer.setContentsMargins(MARGIN, MARGIN, MARGIN, MARGIN)
         outer.setSpacing(SPACING)
-        self.header = ViewHeader("Devices", "What ONNX Runtime can really use on this machine, and why not.")
+        self.header = ViewHeader(tr("Devices"), tr("What ONNX Runtime can really use on this machine, and why not."))
         self.spinner = Spinner()
         self.header.controls.addWidget(self.spinner)
-        self.refresh_button = QPushButton(icon("refresh"), "Refresh")
+        self.refresh_button = QPushButton(icon("refresh"), tr("Refresh"))
+        self.refresh_button.setAccessibleName(tr("Look for devices again"))
         self.refresh_button.clicked.connect(self.refresh_requested)
         self.header.controls.addWidget(self.refresh_button)
         outer.addWidget(self.header)
@@ -107,38 +163,63 @@ class DevicesView(QWidget):
         self.downloads = EpDownloadCard()  # Windows ML EPs not on this PC yet: asks, shows progress, cancels
         outer.addWidget(self.downloads)
 
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        page = QWidget()
+        page_layout = QVBoxLayout(page)
+        page_layout.setContentsMargins(0, 0, 0, 0)
+        page_layout.setSpacing(SPACING)
+        scroll.setWidget(page)
+        outer.addWidget(scroll, 1)
+
+        # First thing on screen: what this machine can do, and two things to try.
+        hero = Card()
+        self.capability = QLabel(tr("Looking at what this machine can run…"))
+        self.capability.setObjectName("SectionTitle")
+        self.capability.setWordWrap(True)
+        hero.body.addWidget(self.capability)
+        tries = QHBoxLayout()
+        tries.setSpacing(8)
+        self.try_classify_button = QPushButton(icon("classify", "accent_text"), tr("Classify a sample photo"))
+        self.try_classify_button.setObjectName("Primary")
+        self.try_classify_button.clicked.connect(self.try_classify_requested)
+        self.try_chat_button = QPushButton(icon("chat"), tr("Start a chat"))
+        self.try_chat_button.clicked.connect(self.try_chat_requested)
+        tries.addWidget(self.try_classify_button)
+        tries.addWidget(self.try_chat_button)
+        tries.addStretch(1)
+        hero.body.addLayout(tries)
+        page_layout.addWidget(hero)
+
         picker_card = Card()
         row = QHBoxLayout()
         row.setSpacing(SPACING)
         texts = QVBoxLayout()
         texts.setSpacing(2)
-        label = QLabel("Device for Classify and Chat")
+        label = QLabel(tr("Device for Classify and Chat"))
         label.setObjectName("SectionTitle")
         texts.addWidget(label)
         texts.addWidget(
             muted_label(
-                "Automatic prefers the NPU, then the GPU, then the CPU. Strict turns any fallback into an error."
+                tr("Automatic prefers the NPU, then the GPU, then the CPU. Strict turns any fallback into an error.")
             )
         )
         row.addLayout(texts, 1)
         self.picker = DevicePicker(choice_model)
         row.addWidget(self.picker)
         picker_card.body.addLayout(row)
-        outer.addWidget(picker_card)
+        page_layout.addWidget(picker_card)
 
-        self.summary = muted_label("Looking for devices…")
+        self.summary = muted_label(tr("Looking for devices…"))
         self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        outer.addWidget(self.summary)
+        page_layout.addWidget(self.summary)
 
-        scroll = QScrollArea()
-        scroll.setWidgetResizable(True)
-        scroll.setFrameShape(QFrame.Shape.NoFrame)
         self._content = QWidget()
         self._content_layout = QVBoxLayout(self._content)
         self._content_layout.setContentsMargins(0, 0, 0, 0)
         self._content_layout.setSpacing(SPACING)
-        scroll.setWidget(self._content)
-        outer.addWidget(scroll, 1)
+        page_layout.addWidget(self._content, 1)
         self.npu_notice: QWidget | None = None
         self.cards: list[DeviceCard] = []
 
@@ -146,24 +227,32 @@ class DevicesView(QWidget):
     def show_loading(self) -> None:
         self.spinner.start()
         self.refresh_button.setEnabled(False)
-        self.summary.setText("Looking for devices… (loading ONNX Runtime)")
+        self.summary.setText(tr("Looking for devices… (loading ONNX Runtime)"))
 
     def show_devices(self, devices: Sequence[Device], info: Mapping[str, str]) -> None:
         self.spinner.stop()
         self.refresh_button.setEnabled(True)
         self.devices = tuple(devices)
         self.choice_model.set_devices(self.devices)
-        usable = [d for d in self.devices if d.usable]
-        parts = [f"ONNX Runtime {info.get('onnxruntime', '?')}", info.get("platform", "")]
-        if info.get("providers"):
-            parts.append(f"providers in this build: {info['providers']}")
-        self.summary.setText(" · ".join(p for p in parts if p) + f" · {len(usable)} usable of {len(devices)}")
+        self.summary.setText(summary_line(self.devices, info))
+        providers = [p.strip() for p in info.get("providers", "").split(",") if p.strip()]
+        shown = [p for p in providers if f"{p}ExecutionProvider" not in NOT_SHOWN_EPS and p not in NOT_SHOWN_EPS]
+        self.summary.setToolTip(
+            tr("Execution providers in this ONNX Runtime build: {eps}.").format(eps=", ".join(shown) or tr("none"))
+            + (
+                "\n" + tr("(Azure, for cloud endpoints, is in every build; NPU Studio never uses it.)")
+                if len(shown) < len(providers)
+                else ""
+            )
+        )
+        self.capability.setText(capability_sentence(self.devices))
         self._rebuild()
 
     def show_error(self, error: object) -> None:
         self.spinner.stop()
         self.refresh_button.setEnabled(True)
-        self.summary.setText("Device discovery failed.")
+        self.summary.setText(tr("Device discovery failed."))
+        self.capability.setText(tr("Device discovery failed; the details are above."))
         self.banners.show_error(error)
 
     # --- layout -----------------------------------------------------------------------------------
@@ -197,8 +286,7 @@ class DevicesView(QWidget):
         card = Card(object_name="EmptyCard")
         row = QHBoxLayout()
         row.setSpacing(14)
-        glyph = QLabel()
-        glyph.setPixmap(pixmap("npu", 40, colors().muted))
+        glyph = Glyph("npu", 40, "muted")
         glyph.setAlignment(Qt.AlignmentFlag.AlignTop)
         row.addWidget(glyph)
         texts = QVBoxLayout()

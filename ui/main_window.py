@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from PySide6.QtCore import QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QShowEvent
+from PySide6.QtCore import QCoreApplication, QSize, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QResizeEvent, QShowEvent
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
@@ -24,11 +24,19 @@ from PySide6.QtWidgets import (
 )
 
 from app.qtcompat import emit
-from ui.icons import icon, pixmap
+from ui.icons import icon
+from ui.screen_fit import available, minimum_for
 from ui.theme import colors
-from ui.widgets import MARGIN, BannerArea, EmptyState, Spinner, muted_label
+from ui.widgets import MARGIN, BannerArea, EmptyState, Glyph, Spinner, muted_label
 
 APP_TITLE = "NPU Studio"
+SIDEBAR_WIDE = 208
+SIDEBAR_NARROW = 60
+COMPACT_BELOW = 1100  # logical pixels of window width
+
+
+def tr(text: str) -> str:
+    return QCoreApplication.translate("MainWindow", text)
 
 
 @dataclass
@@ -60,7 +68,8 @@ class MainWindow(QMainWindow):
         super().__init__(parent)
         self.setWindowTitle(APP_TITLE)
         self.setWindowIcon(icon("app", colors().accent))
-        self.setMinimumSize(QSize(980, 640))
+        self.setMinimumSize(minimum_for(available()))
+        self.compact = False  # the sidebar shows icons only in a narrow window
         self._views: list[_View] = []
         self._shown = False
         self._status: dict[str, str] = {}
@@ -88,7 +97,8 @@ class MainWindow(QMainWindow):
         bar.setSizeGripEnabled(False)
         self.status_spinner = Spinner(14)
         bar.addWidget(self.status_spinner)
-        self.status_label = QLabel("Ready")
+        self.status_label = QLabel(tr("Ready"))
+        self.status_label.setAccessibleName(tr("Status"))
         bar.addWidget(self.status_label, 1)
         self.device_label = muted_label("", word_wrap=False)
         bar.addPermanentWidget(self.device_label)
@@ -97,29 +107,33 @@ class MainWindow(QMainWindow):
         sidebar = QWidget()
         sidebar.setObjectName("Sidebar")
         sidebar.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
-        sidebar.setFixedWidth(208)
+        sidebar.setFixedWidth(SIDEBAR_WIDE)
+        self.sidebar_panel = sidebar
         layout = QVBoxLayout(sidebar)
         layout.setContentsMargins(0, 18, 0, 14)
         layout.setSpacing(12)
         brand = QHBoxLayout()
         brand.setContentsMargins(18, 0, 18, 6)
         brand.setSpacing(10)
-        logo = QLabel()
-        logo.setPixmap(pixmap("app", 28, colors().accent))
+        logo = Glyph("app", 28, "accent")
         brand.addWidget(logo)
         name = QLabel(APP_TITLE)
         name.setObjectName("AppTitle")
         brand.addWidget(name, 1)
+        self.app_name = name
         layout.addLayout(brand)
         self.sidebar = QListWidget()
         self.sidebar.setObjectName("SidebarList")
         self.sidebar.setIconSize(QSize(20, 20))
         self.sidebar.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.sidebar.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.sidebar.currentRowChanged.connect(self._row_changed)
         layout.addWidget(self.sidebar, 1)
-        footer = muted_label(f"Offline · v{version}" if version else "Offline", word_wrap=False)
+        footer = muted_label(tr("Offline · v{v}").format(v=version) if version else tr("Offline"), word_wrap=False)
         footer.setContentsMargins(18, 0, 18, 0)
         layout.addWidget(footer)
+        self.footer = footer
+        self.sidebar.setAccessibleName(tr("Views"))
         return sidebar
 
     # --- views ------------------------------------------------------------------------------------
@@ -135,19 +149,21 @@ class MainWindow(QMainWindow):
             existing.item.setText(title)
             existing.item.setIcon(icon(icon_name, selected_color=colors().accent_text))
             return
-        item = QListWidgetItem(icon(icon_name, selected_color=colors().accent_text), title)
+        item = QListWidgetItem(icon(icon_name, selected_color=colors().accent_text), "" if self.compact else title)
+        item.setData(Qt.ItemDataRole.UserRole, title)
+        item.setData(Qt.ItemDataRole.AccessibleTextRole, title)
         item.setSizeHint(QSize(180, 40))
         self.sidebar.addItem(item)
         self.stack.addWidget(widget)
         self._views.append(_View(key, title, icon_name, widget, item))
         position = len(self._views)
         if position <= 9:
-            action = QAction(self)
+            action = QAction(tr("Show {title}").format(title=title), self)
             action.setShortcut(QKeySequence(f"Ctrl+{position}"))
             action.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
             action.triggered.connect(lambda _=False, k=key: self.show_view(k))
             self.addAction(action)
-            item.setToolTip(f"{title} (Ctrl+{position})")
+            item.setToolTip(tr("{title} (Ctrl+{n})").format(title=title, n=position))
         if self.sidebar.currentRow() < 0:
             self.sidebar.setCurrentRow(0)
 
@@ -191,11 +207,49 @@ class MainWindow(QMainWindow):
             self.status_label.setText(list(self._status.values())[-1])
             self.status_spinner.start()
         else:
-            self.status_label.setText("Ready")
+            self.status_label.setText(tr("Ready"))
             self.status_spinner.stop()
 
     def set_device_summary(self, text: str) -> None:
         self.device_label.setText(text)
+
+    # --- fit and keys -----------------------------------------------------------------------------
+    def set_compact(self, compact: bool) -> None:
+        """A narrow window gives the views the room: the sidebar keeps its icons, names go to tooltips."""
+        if compact == self.compact:
+            return
+        self.compact = compact
+        self.sidebar_panel.setFixedWidth(SIDEBAR_NARROW if compact else SIDEBAR_WIDE)
+        self.app_name.setVisible(not compact)
+        self.footer.setVisible(not compact)
+        for view in self._views:
+            view.item.setText("" if compact else view.title)
+            view.item.setSizeHint(QSize(SIDEBAR_NARROW - 8 if compact else 180, 40))
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self.set_compact(self.width() < COMPACT_BELOW)
+
+    def add_standard_actions(self, on_shortcuts: Callable[[], None]) -> None:
+        """Ctrl+Q quits (after the same staged stop as closing the window); Ctrl+/ lists the shortcuts."""
+        quit_action = QAction(tr("Quit"), self)
+        quit_action.setShortcut(QKeySequence("Ctrl+Q"))
+        quit_action.setShortcutContext(Qt.ShortcutContext.ApplicationShortcut)
+        quit_action.triggered.connect(self.close)
+        self.addAction(quit_action)
+        sheet = QAction(tr("Keyboard shortcuts"), self)
+        sheet.setShortcuts([QKeySequence("Ctrl+/"), QKeySequence("F1")])
+        sheet.triggered.connect(on_shortcuts)
+        self.addAction(sheet)
+
+    def shortcuts(self) -> list[tuple[str, str]]:
+        """(keys, what) for every window action with a shortcut, in the order they were added."""
+        rows = []
+        for action in self.actions():
+            keys = [k.toString(QKeySequence.SequenceFormat.NativeText) for k in action.shortcuts()]
+            if keys and action.text():
+                rows.append((" / ".join(keys), action.text().replace("&", "")))
+        return rows
 
     # --- window events ----------------------------------------------------------------------------
     def showEvent(self, event: QShowEvent) -> None:

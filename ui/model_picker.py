@@ -53,6 +53,7 @@ class ModelPicker(QWidget):
         super().__init__(parent)
         self.kind = kind
         self._current = ""
+        self._listed = False  # "not installed" is said only once the library has been read
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(6)
@@ -60,8 +61,7 @@ class ModelPicker(QWidget):
             caption = QLabel(label)
             layout.addWidget(caption)
         self.combo = QComboBox()
-        self.combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-        self.combo.setMinimumContentsLength(18)
+        self.combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.combo.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
         self.combo.setAccessibleName(tr("Model"))
         self.combo.setToolTip(tr("Which model of the library this view uses"))
@@ -81,6 +81,7 @@ class ModelPicker(QWidget):
                     text += " " + tr("(not usable)")
                 self.combo.addItem(text, entry.name)
                 self.combo.setItemData(self.combo.count() - 1, entry_tooltip(entry), 3)  # ToolTipRole
+            self._listed = True
             if self._current and self.combo.findData(self._current) < 0:
                 # The remembered model is not in the library (removed, or not built): say so, keep it.
                 self.combo.addItem(tr("{name} (not installed)").format(name=self._current), self._current)
@@ -92,7 +93,8 @@ class ModelPicker(QWidget):
         self._current = name
         with QSignalBlocker(self.combo):
             if name and self.combo.findData(name) < 0:
-                self.combo.addItem(tr("{name} (not installed)").format(name=name), name)
+                text = tr("{name} (not installed)").format(name=name) if self._listed else name
+                self.combo.addItem(text, name)
             self._select(name)
         self._update_tooltip()
 

@@ -9,12 +9,14 @@ same everywhere.
 from __future__ import annotations
 
 import html
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from PySide6.QtCore import QCoreApplication, QEvent, QPoint, Qt
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QSizePolicy, QToolButton, QVBoxLayout, QWidget
 
-from engines.types import EP_DEVICE_TYPE, Placement, short_ep_name
+from engines.types import EP_DEVICE_TYPE, DeviceType, Placement, short_ep_name
 from ui.icons import pixmap
 from ui.theme import colors
 
@@ -89,6 +91,32 @@ def describe_placement(placement: Placement, asked: str | None = None) -> ChipTe
     elif len(nodes) > 1:
         details.append(tr("Why: the first device has no kernel for some operators; those nodes ran on the next one."))
     return ChipText(kind, line, "\n".join(details))
+
+
+def placement_from_dict(data: Mapping[str, Any]) -> Placement | None:
+    """A Placement back from its as_dict() form (how bench results and stored answers keep it)."""
+    if not data or not data.get("active_eps"):
+        return None
+    nodes = data.get("nodes_per_ep") or {}
+    wanted = data.get("wanted_type") or str(data.get("requested", "")).replace(" (strict)", "").strip()
+    return Placement(
+        requested=str(data.get("requested", "")),
+        requested_eps=tuple(str(e) for e in data.get("asked_onnxruntime_for", ()) or ()),
+        active_eps=tuple(str(e) for e in data.get("active_eps", ()) or ()),
+        nodes_per_ep=tuple((str(ep), int(n)) for ep, n in dict(nodes).items()),
+        fell_back=bool(data.get("fell_back", False)),
+        reason=str(data.get("reason", "")),
+        wanted_type=DeviceType(wanted) if wanted in {t.value for t in DeviceType} else None,
+    )
+
+
+def chip_icon_name(kind: str) -> str:
+    return _ICONS.get(kind, "info")
+
+
+def chip_color(kind: str) -> str:
+    c = colors()
+    return {"ok": c.ok, "warn": c.warn, "error": c.error, "info": c.accent}.get(kind, c.muted)
 
 
 class WhyPopover(QFrame):

@@ -220,6 +220,7 @@ class SettingsView(QWidget):
         form = QFormLayout()
         form.setContentsMargins(0, 4, 0, 0)
         self.theme_box = QComboBox()
+        self.theme_box.setAccessibleName("Theme")
         for value, label in THEMES:
             self.theme_box.addItem(label, value)
         self.theme_box.setCurrentIndex(max(0, self.theme_box.findData(theme)))

@@ -170,7 +170,22 @@ QPushButton {{ padding: 6px 14px; border-radius: 6px; }}
 QPushButton#Primary {{ background: {c.accent}; color: {c.accent_text}; border: 1px solid {c.accent};
     font-weight: 600; }}
 QPushButton#Primary:disabled {{ background: {c.border}; border-color: {c.border}; color: {c.muted}; }}
-QToolButton {{ padding: 4px; border-radius: 6px; }}
+QPushButton {{ border: 1px solid {c.border}; background: {c.surface}; color: {c.text}; }}
+QPushButton:hover {{ border-color: {c.accent}; }}
+QPushButton:pressed {{ background: {c.surface_alt}; }}
+QPushButton:disabled {{ color: {c.muted}; background: {c.surface_alt}; }}
+QToolButton {{ padding: 4px; border-radius: 6px; border: 1px solid transparent; }}
+QToolButton#SampleThumb {{ padding: 4px 6px; border: 1px solid {c.border}; background: {c.surface}; }}
+QToolButton#SampleThumb:hover {{ border-color: {c.accent}; }}
+QFrame#Popover {{ background: {c.surface}; border: 1px solid {c.border}; border-radius: 8px; }}
+/* A focus ring that can be seen: keyboard users must know where they are. */
+QPushButton:focus, QToolButton:focus {{ border: 2px solid {c.accent}; }}
+QPushButton#Primary:focus {{ border: 2px solid {c.text}; }}
+QComboBox:focus, QLineEdit:focus, QSpinBox:focus, QPlainTextEdit:focus, QTextEdit:focus {{
+    border: 2px solid {c.accent}; border-radius: 4px; }}
+QListWidget:focus, QTableView:focus, QTableWidget:focus {{ border: 2px solid {c.accent}; }}
+QCheckBox:focus {{ color: {c.accent}; }}
+QCheckBox::indicator:focus {{ border: 2px solid {c.accent}; border-radius: 3px; }}
 QToolButton:hover {{ background: {c.surface_alt}; }}
 QProgressBar {{ border: 1px solid {c.border}; border-radius: 5px; background: {c.surface_alt}; text-align: center;
     min-height: 10px; }}

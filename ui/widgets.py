@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
-from PySide6.QtCore import QRectF, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPen
 from PySide6.QtWidgets import (
     QFrame,
@@ -20,7 +21,7 @@ from PySide6.QtWidgets import (
 from app.qtcompat import emit
 from engines.errors import StudioError
 from engines.text import rich_text
-from ui.icons import icon, pixmap
+from ui.icons import icon, pixmap, role_of
 from ui.theme import colors
 
 SPACING = 12
@@ -51,12 +52,48 @@ def muted_label(text: str = "", word_wrap: bool = True) -> QLabel:
     return label
 
 
+_CLI_WORDS = (
+    (re.compile(r"\s*\(`npu-studio [^`]*`\)"), ""),  # "(`npu-studio models remove x`)"
+    (re.compile(r"\s*\(--[a-z-]+\)"), ""),  # "(--name)"
+    (re.compile(r"Add --labels FILE"), "Choose its labels file"),
+    (re.compile(r"--labels( FILE)?"), "its labels file"),
+)
+
+
+def gui_words(text: str) -> str:
+    """Engine messages are shared with the CLI: in the app, command-line flags become plain words."""
+    for pattern, replacement in _CLI_WORDS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
 def error_text(error: object) -> tuple[str, str]:
-    """(message, hint) for anything a host reports as failed."""
+    """(message, hint) for anything a host reports as failed, in the app's words."""
     if isinstance(error, StudioError):
-        return error.message, error.hint
+        return gui_words(error.message), gui_words(error.hint)
     message = str(error) or type(error).__name__
-    return message, ""
+    return gui_words(message), ""
+
+
+class Glyph(QLabel):
+    """An icon in a label, tinted by palette role and drawn again after a live theme switch."""
+
+    def __init__(self, name: str, size: int, color: str | None = None, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._name, self._size, self._role = name, size, role_of(color)
+        self._draw()
+
+    def set_icon(self, name: str, color: str | None = None) -> None:
+        self._name, self._role = name, role_of(color)
+        self._draw()
+
+    def _draw(self) -> None:
+        self.setPixmap(pixmap(self._name, self._size, self._role))
+
+    def changeEvent(self, event: QEvent) -> None:
+        if event.type() == QEvent.Type.StyleChange:
+            self._draw()
+        super().changeEvent(event)
 
 
 class Banner(QFrame):
@@ -75,8 +112,7 @@ class Banner(QFrame):
         layout = QHBoxLayout(self)
         layout.setContentsMargins(12, 10, 8, 10)
         layout.setSpacing(10)
-        glyph = QLabel()
-        glyph.setPixmap(pixmap({"error": "error", "warning": "warning"}.get(severity, "info"), 20, tint))
+        glyph = Glyph({"error": "error", "warning": "warning"}.get(severity, "info"), 20, tint)
         glyph.setAlignment(Qt.AlignmentFlag.AlignTop)
         layout.addWidget(glyph)
         text = f"<b>{rich_text(message)}</b>"
@@ -245,8 +281,7 @@ class EmptyState(QWidget):
         layout = QVBoxLayout(self)
         layout.setSpacing(10)
         layout.addStretch(1)
-        glyph = QLabel()
-        glyph.setPixmap(pixmap(icon_name, 48, colors().muted))
+        glyph = Glyph(icon_name, 48, "muted")
         glyph.setAlignment(Qt.AlignmentFlag.AlignCenter)
         layout.addWidget(glyph)
         self.title = QLabel(title)

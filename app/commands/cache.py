@@ -28,7 +28,7 @@ def _size(n: int) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from app.cli import print_json
+    from app.terminal import print_json
     from engines.runtime.compiled_cache import CompiledModelCache
 
     cache = CompiledModelCache(paths.compiled_cache_dir())

@@ -129,7 +129,7 @@ def answer(
 
 def run(args: argparse.Namespace) -> int:
     import engines
-    from app.cli import print_json
+    from app.terminal import print_json
     from engines.chat.conversation import StopReason
     from engines.errors import StudioError
     from engines.types import DeviceChoice

@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     import sys
 
     import engines
-    from app.cli import print_json
+    from app.terminal import print_json
 
     if args.top_k < 1:
         raise engines.StudioError("--top-k must be at least 1.")

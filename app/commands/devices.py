@@ -83,7 +83,7 @@ def _download(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from app.cli import print_json
+    from app.terminal import print_json
     from engines.runtime.devices import discover
 
     if args.download_eps is not None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from app import paths
+from app.diagnostics import attachments
 
 CLASSIFIER = "efficientnet-lite0"
 CHAT_MODEL = "smollm2-135m-instruct"
@@ -35,19 +36,8 @@ def _installed(name: str) -> Path | None:
     return None
 
 
-def attachments() -> dict[str, Path]:
-    """Files for the zip: recent logs and the settings (no conversations, no models)."""
-    found: dict[str, Path] = {}
-    for log in sorted(paths.log_dir().glob("*.log*")):
-        found[f"logs/{log.name}"] = log
-    settings = paths.config_dir() / "settings.json"
-    if settings.is_file():
-        found["settings.json"] = settings
-    return found
-
-
 def run(args: argparse.Namespace) -> int:
-    from app.cli import print_json
+    from app.terminal import print_json
     from engines.doctor import run_doctor, write_outputs
     from engines.errors import StudioError
 

@@ -99,7 +99,7 @@ def _table(rows: Sequence[Sequence[str]]) -> str:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from app.cli import print_json
+    from app.terminal import print_json
     from engines.errors import StudioError
     from engines.models.library import estimate_fit, scan_library
 
@@ -134,7 +134,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_fit(args: argparse.Namespace) -> int:
-    from app.cli import print_json
+    from app.terminal import print_json
     from engines.errors import StudioError
     from engines.models.library import estimate_fit, find_model
 
@@ -210,7 +210,7 @@ def _devices(text: str) -> tuple[str, ...]:
 
 
 def run_import(args: argparse.Namespace) -> int:
-    from app.cli import print_json
+    from app.terminal import print_json
     from engines.errors import StudioError
     from engines.models.importer import IMAGENET_MEAN, IMAGENET_STD, ClassifierOptions, ImportDetails, import_model
 
@@ -262,7 +262,7 @@ def run_import(args: argparse.Namespace) -> int:
 
 
 def run_remove(args: argparse.Namespace) -> int:
-    from app.cli import print_json
+    from app.terminal import print_json
     from engines.models.library import remove_model
 
     removed = remove_model(args.name, paths.bundled_models_dir(), paths.user_models_dir())
@@ -274,7 +274,7 @@ def run_remove(args: argparse.Namespace) -> int:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    from app.cli import print_json
+    from app.terminal import print_json
     from engines.models.library import find_model, scan_library, verify_model
 
     if args.name:
@@ -301,8 +301,8 @@ def run_verify(args: argparse.Namespace) -> int:
 
 
 def run_catalog(args: argparse.Namespace) -> int:
-    from app.cli import print_json
     from app.settings import load_settings
+    from app.terminal import print_json
     from engines.models.downloads import load_catalog, load_npu_availability, partial_bytes
 
     catalog = load_catalog(catalog_path())
@@ -340,8 +340,8 @@ def run_catalog(args: argparse.Namespace) -> int:
 
 
 def run_download(args: argparse.Namespace) -> int:
-    from app.cli import print_json
     from app.settings import load_settings
+    from app.terminal import print_json
     from engines.models.downloads import DownloadProgress, discard_partial, download_model, find_entry, load_catalog
 
     entry = find_entry(load_catalog(catalog_path()), args.id)

@@ -51,7 +51,7 @@ def _default_out(source: Path) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    from app.cli import print_json
+    from app.terminal import print_json
     from engines.errors import StudioError
     from engines.vision.quantize import QuantizeOptions, quantize_classifier
 

@@ -254,7 +254,7 @@ def _onnx_file_set(model: Path) -> list[tuple[Path, str]]:
     from engines.models.safety import inspect_onnx
 
     info = inspect_onnx(model)  # external data inside the folder, no custom-op domains
-    root = model.parent
+    root = model.parent.resolve()  # the external files come back resolved (engines/models/paths.py)
     pairs = [(model, model.name)]
     for external in info.external_files:
         pairs.append((external, external.relative_to(root).as_posix()))

@@ -45,6 +45,28 @@ CATEGORIES: dict[str, str] = {
         "valid whole JSON in `--json` mode."
     ),
     "Options": "Command-line options out of range or malformed: refused with the option named, before any work.",
+    "Model code": (
+        "Models whose graph or chat template never finishes, recurses until the stack overflows or allocates "
+        "without end: tried once in a bounded child process (engines/models/trial.py), never in the process "
+        "that asked."
+    ),
+    "Damaged state": (
+        "Files NPU Studio reads back (settings, model manifests and configs, benchmark history, the "
+        "conversations database) damaged, deeply nested, of the wrong type, or not files at all: what is "
+        "damaged is set aside or read as a default, said once, and the rest goes on."
+    ),
+    "Disks and errors": (
+        "Read-only or full disks, and every error a command can meet: one readable line, never a traceback."
+    ),
+    "Memory": "Photos whose decoded size is out of proportion to their file: memory stays bounded.",
+    "Interrupted work": (
+        "Commands killed or interrupted half-way, and outputs that would overwrite their own input: nothing "
+        "half-made is left, nothing that was there is lost."
+    ),
+    "Hostile folders (fuzz)": (
+        "Seeded random mutations of the demo model folders' JSON files and manifest, each run through the "
+        "CLI in a child process with an audit hook on every file it opens."
+    ),
     "Soak": "Long runs in one process: memory, threads and file handles after warm-up.",
 }
 PASS, FAIL = "pass", "FAIL"

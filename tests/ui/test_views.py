@@ -34,7 +34,13 @@ def test_devices_view_explains_a_missing_npu(qtbot: Any) -> None:
     assert "No NPU found on this machine — here is why" in texts
     assert "No Snapdragon NPU driver." in texts
     assert [c.device.ep for c in view.cards] == [CPU_EP]  # the NPU is explained once, in the notice
-    assert "1 usable of 2" in view.summary.text()
+    assert "usable: CPU" in view.summary.text() and "not available: NPU (why below)" in view.summary.text()
+    assert view.capability.text().startswith("No NPU or GPU that ONNX Runtime can use here")
+    from ui.devices_view import device_subtitle, device_title
+
+    assert device_title(CPU) == "AMD CPU"  # not "AMD CPU (CPU)"
+    assert device_title(SNAPDRAGON) == "Qualcomm NPU (QNN)"
+    assert not device_subtitle(CPU).startswith("CPU · CPU")
 
 
 def test_devices_view_with_an_npu_shows_its_card(qtbot: Any) -> None:
@@ -64,9 +70,13 @@ def test_one_device_choice_shared_by_every_picker(qtbot: Any) -> None:
     second.strict.setChecked(True)
     assert second.combo.currentData() == "npu" and first.strict.isChecked()
     assert [c.describe() for c in changes] == ["NPU", "NPU (strict)"]
+    model.set_devices([CPU, NPU, SNAPDRAGON])
+    assert first.combo.findData("QNNExecutionProvider") >= 0  # an explicit EP for each usable device
+    assert first.combo.itemText(first.combo.findData("QNNExecutionProvider")) == "QNN only (explicit provider)"
+    # ... but not the CPU EP: "CPU only" is that already ("CPU only" next to "CPU EP only" confused people)
+    assert first.combo.findData(CPU_EP) < 0
     model.set_devices([CPU, NPU])
     assert "not found" in first.combo.itemText(first.combo.findData("npu"))
-    assert first.combo.findData(CPU_EP) >= 0  # an explicit EP for each usable device
     assert first.combo.currentData() == "npu"
 
 

@@ -16,7 +16,8 @@ def test_import_linter_contracts_are_kept() -> None:
     assert exe, "import-linter is a dev dependency"
     out = subprocess.run([exe, "--no-cache"], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "Contracts: 3 kept, 0 broken" in out.stdout
+    kept = re.search(r"Contracts: (\d+) kept, 0 broken", out.stdout)
+    assert kept and int(kept.group(1)) >= 9, out.stdout  # the layers, Qt, runtimes, one per sub-package
 
 
 def test_engines_source_never_mentions_qt() -> None:

@@ -1,0 +1,46 @@
+"""The keyboard shortcuts sheet (Ctrl+/): built from the window's own actions, so it lists exactly the
+keys that work."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from PySide6.QtCore import QCoreApplication, Qt
+from PySide6.QtWidgets import QDialog, QDialogButtonBox, QGridLayout, QLabel, QVBoxLayout, QWidget
+
+# Keys that belong to a widget rather than the window (the sheet lists them too).
+VIEW_KEYS = (
+    ("Ctrl+V", "Classify the image on the clipboard (Classify)"),
+    ("Enter", "Send the message (Chat)"),
+    ("Shift+Enter", "New line in the message (Chat)"),
+    ("Tab / Shift+Tab", "Move between controls"),
+)
+
+
+def tr(text: str) -> str:
+    return QCoreApplication.translate("Shortcuts", text)
+
+
+class ShortcutsSheet(QDialog):
+    def __init__(self, rows: Sequence[tuple[str, str]], parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle(tr("Keyboard shortcuts"))
+        self.setAccessibleName(tr("Keyboard shortcuts"))
+        layout = QVBoxLayout(self)
+        title = QLabel(tr("Keyboard shortcuts"))
+        title.setObjectName("SectionTitle")
+        layout.addWidget(title)
+        grid = QGridLayout()
+        grid.setHorizontalSpacing(24)
+        grid.setVerticalSpacing(6)
+        self.rows = [*rows, *((keys, tr(what)) for keys, what in VIEW_KEYS)]
+        for row, (keys, what) in enumerate(self.rows):
+            key = QLabel(f"<b>{keys}</b>")
+            key.setTextFormat(Qt.TextFormat.RichText)
+            grid.addWidget(key, row, 0)
+            grid.addWidget(QLabel(what), row, 1)
+        layout.addLayout(grid)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+        buttons.rejected.connect(self.reject)
+        buttons.accepted.connect(self.accept)
+        layout.addWidget(buttons)
