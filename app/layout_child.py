@@ -17,7 +17,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Build the app (no preloading), wait for discovery, run the scaled pass, write its report."""
     from PySide6.QtCore import QTimer
 
-    from app.gui import Studio, create_application
+    from app.gui import Studio
+    from app.launch import create_application
 
     args = list(sys.argv[1:] if argv is None else argv)
     out = Path(args[0]) if args else Path("layout-shots")
