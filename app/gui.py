@@ -534,3 +534,14 @@ class Studio(QObject):
         if stopped:
             self.store.close()
         return stopped
+
+
+def create_application(argv: list[str] | None = None) -> QApplication:
+    existing = QApplication.instance()
+    if isinstance(existing, QApplication):
+        return existing
+    QApplication.setApplicationName(paths.APP_NAME)
+    QApplication.setOrganizationName(paths.APP_AUTHOR)
+    QApplication.setApplicationVersion(__version__)
+    QApplication.setDesktopFileName("npu-studio")
+    return QApplication(argv if argv is not None else sys.argv[:1])

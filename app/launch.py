@@ -12,22 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QTimer
-from PySide6.QtWidgets import QApplication
 
-from app import __version__, paths
 from app.crash import CrashReporter
-from app.gui import Studio, headless
-
-
-def create_application(argv: list[str] | None = None) -> QApplication:
-    existing = QApplication.instance()
-    if isinstance(existing, QApplication):
-        return existing
-    QApplication.setApplicationName(paths.APP_NAME)
-    QApplication.setOrganizationName(paths.APP_AUTHOR)
-    QApplication.setApplicationVersion(__version__)
-    QApplication.setDesktopFileName("npu-studio")
-    return QApplication(argv if argv is not None else sys.argv[:1])
+from app.gui import Studio, create_application, headless
 
 
 def run_gui(self_test: bool = False, screenshots: str | None = None, report: str | None = None) -> int:

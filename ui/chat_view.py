@@ -33,7 +33,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.qtcompat import emit
-from app.storage import DEFAULT_TITLE, Conversation, ConversationStore, Message
+from app.storage import DEFAULT_TITLE, ConversationStore, Message, StoredConversation
 from engines.errors import ContextOverflowError, StudioError
 from engines.types import DeviceChoice, Placement, short_ep_name
 from ui.chat_banners import ChatBanners
@@ -81,7 +81,7 @@ class ChatView(QWidget):
     ) -> None:
         super().__init__(parent)
         self.store = store
-        self.conversation: Conversation | None = None
+        self.conversation: StoredConversation | None = None
         self.messages: list[Message] = []
         # Answers the store refused (a read-only or full disk): kept on screen, stored when it works again.
         self._unsaved: list[Message] = []

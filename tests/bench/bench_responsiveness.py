@@ -29,8 +29,7 @@ os.environ.setdefault("NPU_STUDIO_HOME", tempfile.mkdtemp(prefix="npu-studio-ben
 from PySide6.QtCore import QElapsedTimer, QEventLoop, Qt, QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
-from app.gui import Studio  # noqa: E402
-from app.launch import create_application  # noqa: E402
+from app.gui import Studio, create_application  # noqa: E402
 
 INTERVAL_MS = 5
 MAX_STALL_MS = 50.0
