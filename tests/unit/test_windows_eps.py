@@ -519,3 +519,21 @@ def test_an_openvino_that_lists_only_the_gpu_still_says_why_there_is_no_npu(use:
     npu = next(c for c in cards if c.type == DeviceType.NPU)
     assert gpu.usable and gpu.source == "bundled plugin"
     assert not npu.usable and "found the Intel GPU but no Intel NPU" in npu.reason
+
+
+@pytest.mark.parametrize(
+    ("providers", "build", "words"),
+    [
+        ([FakeCatalogEp(QNN, "2.2420.43", r"C:\W\qnn.dll")], 26100, "QNN 2.2420.43 (ready)"),
+        ([], 26100, "offers no execution provider for this PC"),
+        ([FakeCatalogEp(QNN, "2.2420.43", r"C:\W\qnn.dll")], 22631, "not used. Windows ML's execution providers need"),
+    ],
+)
+def test_cli_says_each_catalog_state(
+    use: Install, windows: Any, capsys: Any, providers: list[FakeCatalogEp], build: int, words: str
+) -> None:
+    windows("ARM64")
+    use(_snapdragon_with_catalog(*providers, build=build))
+    assert _cli(["devices"]) == 0
+    out = capsys.readouterr().out
+    assert words in out and "✔ NPU" in out  # the bundled QNN serves whatever the catalog says
