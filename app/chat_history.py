@@ -14,7 +14,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from app.storage import Conversation, ConversationStore, Message
+from app.storage import ConversationStore, Message, StoredConversation
 from engines.errors import StudioError
 
 log = logging.getLogger(__name__)
@@ -26,20 +26,20 @@ class ChatHistory:
         self.unsaved: builtins.list[Message] = []  # answers the store refused, oldest first
 
     # --- conversations ------------------------------------------------------------------------
-    def conversations(self, search: str = "") -> builtins.list[Conversation]:
+    def conversations(self, search: str = "") -> builtins.list[StoredConversation]:
         return self.store.list(search)
 
-    def get(self, conversation_id: int) -> Conversation:
+    def get(self, conversation_id: int) -> StoredConversation:
         return self.store.get(conversation_id)
 
-    def create(self, title: str, model: str, system_prompt: str) -> Conversation:
+    def create(self, title: str, model: str, system_prompt: str) -> StoredConversation:
         return self.store.create(title, model=model, system_prompt=system_prompt)
 
-    def rename(self, conversation_id: int, title: str) -> Conversation:
+    def rename(self, conversation_id: int, title: str) -> StoredConversation:
         self.store.rename(conversation_id, title)
         return self.store.get(conversation_id)
 
-    def set_system_prompt(self, conversation_id: int, prompt: str) -> Conversation:
+    def set_system_prompt(self, conversation_id: int, prompt: str) -> StoredConversation:
         self.store.set_system_prompt(conversation_id, prompt)
         return self.store.get(conversation_id)
 

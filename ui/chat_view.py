@@ -34,7 +34,7 @@ from PySide6.QtWidgets import (
 
 from app.chat_history import ChatHistory
 from app.qtcompat import emit
-from app.storage import DEFAULT_TITLE, Conversation, ConversationStore, Message
+from app.storage import DEFAULT_TITLE, ConversationStore, Message, StoredConversation
 from engines.errors import ContextOverflowError, StudioError
 from engines.types import DeviceChoice, Placement, short_ep_name
 from ui.chat_banners import ChatBanners
@@ -82,7 +82,7 @@ class ChatView(QWidget):
     ) -> None:
         super().__init__(parent)
         self.history = ChatHistory(store)  # every read and write of the conversations goes through it
-        self.conversation: Conversation | None = None
+        self.conversation: StoredConversation | None = None
         self.messages: list[Message] = []
         self.generating = False
         self.answer_id: int | None = None

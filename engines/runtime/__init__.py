@@ -101,5 +101,14 @@ def windows_build() -> int:
     return int(getter().build) if getter is not None else 0
 
 
+def import_genai() -> ModuleType:
+    """onnxruntime_genai, imported after onnxruntime: the Windows ML genai build (onnxruntime-genai-winml)
+    uses the ONNX Runtime already loaded in the process (its ARM64 wheel carries none of its own), and the
+    plugin EPs registered there."""
+    if _override is None:
+        importlib.import_module("onnxruntime")
+    return importlib.import_module("onnxruntime_genai")
+
+
 def version() -> str:
     return str(getattr(ort(), "__version__", "unknown"))
