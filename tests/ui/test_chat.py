@@ -286,3 +286,19 @@ def test_each_answer_says_where_it_ran(make_studio: Any, qtbot: Any) -> None:
     qtbot.waitUntil(lambda: not view.generating, timeout=TIMEOUT)
     assert "Assistant  ·  fake-model  ·  ✓ CPU" in view.transcript.plain_text()
     assert view.model_badge.text() == "CPU" and view.model_badge.kind == "ok"
+
+
+def test_ctrl_r_writes_the_last_answer_again_and_ctrl_l_goes_to_the_box(make_studio: Any, qtbot: Any) -> None:
+    model = FakeChatModel()
+    studio = ready(make_studio, qtbot, model)
+    view = studio.chat_view
+    studio.window.activateWindow()
+    qtbot.waitUntil(studio.window.isActiveWindow)
+    assert view.send_text("Hello")
+    qtbot.waitUntil(lambda: not view.generating, timeout=TIMEOUT)
+    view.transcript.setFocus()
+    qtbot.keyClick(view.transcript, Qt.Key.Key_L, Qt.KeyboardModifier.ControlModifier)
+    assert view.input.hasFocus()
+    qtbot.keyClick(view.input, Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier)
+    qtbot.waitUntil(lambda: not view.generating and model.requests[-1][0] == "regenerate", timeout=TIMEOUT)
+    assert [m.role for m in view.messages] == ["user", "assistant"]
