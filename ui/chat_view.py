@@ -93,6 +93,7 @@ class ChatView(QWidget):
         self.kind = ""  # the request being answered: send | regenerate | edit | continue
         self.inputs = ChatInputs(choice=choice_model.choice())
         self._refused_text = ""  # a draft the engine refused (too long): put back into the box
+        self._continued_from: str | None = None  # the answer's text before a Continue
         self._render_timer = QTimer(self)
         self._render_timer.setSingleShot(True)
         self._render_timer.timeout.connect(self._render_stream)
@@ -532,7 +533,9 @@ class ChatView(QWidget):
         assert self.conversation is not None
         self.generating = True
         self.kind = kind
-        self._refused_text = text if kind in ("send", "edit") else ""
+        # Only a new question can be taken back whole (an edit has already replaced the old one).
+        self._refused_text = text if kind == "send" else ""
+        self._continued_from = answer.text if answer is not None else None
         # A new answer is stored when the engine starts answering (the model is known by then); a
         # continued one is the stored answer, written further.
         self.answer_id = answer.id if answer is not None else None
@@ -642,6 +645,8 @@ class ChatView(QWidget):
         if self.generating:
             if isinstance(error, ContextOverflowError) and not self.answer_text and self._take_back():
                 pass
+            elif self._continued_from is not None and self.answer_text == self._continued_from:
+                pass  # a Continue that wrote nothing: the answer stays as it was (and can be continued)
             elif self.answer_id is not None:
                 self._save_answer(self.answer_text, "error", None)
             elif self.answer_text:

@@ -137,6 +137,17 @@ def test_continue_after_the_length_limit_writes_on_in_the_same_answer(make_studi
     )
     assert f"npu-action:continue/{answer.id}" not in view.transcript.link_labels()
 
+    model.pieces, model.stop_reason = [" More."], "length"
+    view.send_text("Another")
+    qtbot.waitUntil(lambda: not view.generating, timeout=TIMEOUT)
+    cut = view.messages[-1]
+    model.error = ContextOverflowError("The context window is full.", "Start a new chat.")
+    click_link(view, f"npu-action:continue/{cut.id}")  # nothing more fits: the answer stays as it was
+    qtbot.waitUntil(lambda: not view.generating, timeout=TIMEOUT)
+    kept = studio.store.messages(view.conversation.id)[-1]
+    assert (kept.text, kept.stop_reason) == (" More.", "length") and "Failed" not in view.transcript.plain_text()
+    assert view.banners.messages() == ["The context window is full."]
+
 
 def test_stats_say_decode_and_prefill_rates_and_time_to_first_token() -> None:
     stats = {
