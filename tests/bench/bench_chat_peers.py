@@ -80,7 +80,10 @@ def engine_run(model: ChatModel, options: ChatOptions) -> Run:
 
 def llama_run(llm: Any, tokens: list[int], max_new: int, eos: set[int]) -> Run:
     """Greedy generation as llama-cpp-python users write it; the first token is timed from the prompt's
-    tokens (the engine's clock starts at the template, slightly earlier)."""
+    tokens (the engine's clock starts at the template, slightly earlier). `reset()` first: otherwise
+    llama-cpp-python reuses the previous run's prompt from its cache and skips the prefill, while each
+    engine run is a new conversation that prefills the whole prompt."""
+    llm.reset()
     started = time.perf_counter()
     first = 0.0
     count = 0
