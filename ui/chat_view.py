@@ -32,13 +32,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.chat_history import ChatHistory
 from app.qtcompat import emit
-from app.storage import DEFAULT_TITLE, Conversation, ConversationStore, Message
+from app.storage import DEFAULT_TITLE, ConversationStore, Message, StoredConversation
 from engines.errors import ContextOverflowError, StudioError
 from engines.types import DeviceChoice, Placement, short_ep_name
+from ui.chat_banners import ChatBanners
 from ui.chat_composer import Composer
 from ui.chat_state import ChatInputs, derive
-from ui.chat_text import answer_chip, starter_prompts, stats_line, title_from
+from ui.chat_text import answer_entry, message_entries, starter_prompts, stats_line, title_from
 from ui.conversation_list import ConversationList
 from ui.device_picker import DeviceChoiceModel, DevicePicker
 from ui.generation_panel import GenerationPanel
@@ -47,7 +49,7 @@ from ui.model_picker import ModelPicker
 from ui.placement_chip import PlacementChip
 from ui.theme import colors
 from ui.transcript import Entry, Transcript
-from ui.widgets import MARGIN, SPACING, Banner, BannerArea, Spinner, ViewHeader, error_text
+from ui.widgets import MARGIN, SPACING, BannerArea, Spinner, ViewHeader, error_text
 
 log = logging.getLogger(__name__)
 
@@ -79,11 +81,9 @@ class ChatView(QWidget):
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
-        self.store = store
-        self.conversation: Conversation | None = None
+        self.history = ChatHistory(store)  # every read and write of the conversations goes through it
+        self.conversation: StoredConversation | None = None
         self.messages: list[Message] = []
-        # Answers the store refused (a read-only or full disk): kept on screen, stored when it works again.
-        self._unsaved: list[Message] = []
         self.generating = False
         self.answer_id: int | None = None
         self.answer_text = ""
@@ -92,14 +92,14 @@ class ChatView(QWidget):
         self.last_export_dir = ""
         self.kind = ""  # the request being answered: send | regenerate | edit | continue
         self.inputs = ChatInputs(choice=choice_model.choice())
-        self._state_banners: dict[tuple[str, str], Banner] = {}
-        self._dismissed: set[tuple[str, str]] = set()  # state banners the user closed (until the state changes)
         self._refused_text = ""  # a draft the engine refused (too long): put back into the box
+        self._continued_from: str | None = None  # the answer's text before a Continue
         self._render_timer = QTimer(self)
         self._render_timer.setSingleShot(True)
         self._render_timer.timeout.connect(self._render_stream)
         self._render_interval_ms = MIN_RENDER_INTERVAL_MS
         self._build(choice_model)
+        self.state_banners = ChatBanners(self.banners, self._banner_read)
         self._icons_dark = colors().dark
         self.panel.set_prompt(system_prompt)
         self.panel.set_options(options or {})
@@ -181,6 +181,7 @@ class ChatView(QWidget):
         self.composer.stop_clicked.connect(self.stop)
         self.composer.cancel_edit_clicked.connect(self.cancel_edit)
         self.composer.count_requested.connect(self.count_requested)
+        self.composer.input.textChanged.connect(self._draft_edited)
         column.addWidget(self.composer)
         # The composer's parts, by the names the rest of the app (and its tests) use.
         self.input = self.composer.input
@@ -249,7 +250,7 @@ class ChatView(QWidget):
     # --- conversations ----------------------------------------------------------------------------
     def refresh_list(self) -> None:
         try:
-            items = self.store.list(self.conversations.search.text())
+            items = self.history.conversations(self.conversations.search.text())
         except StudioError as exc:
             self.banners.show_error(exc)
             return
@@ -258,7 +259,7 @@ class ChatView(QWidget):
     def new_conversation(self) -> None:
         """Ctrl+N: an empty chat (stored when the first message is sent)."""
         if self.generating:
-            self.banners.show_message(tr("An answer is still coming."), tr("Stop it (Esc) before starting a new chat."))
+            self._busy_notice(tr("Stop it (Esc) before starting a new chat."))
             return
         self.conversation = None
         self.messages = []
@@ -278,14 +279,12 @@ class ChatView(QWidget):
         if self.conversation is not None and self.conversation.id == conversation_id:
             return
         if self.generating:
-            self.banners.show_message(
-                tr("An answer is still coming."), tr("Stop it (Esc) before switching conversations.")
-            )
+            self._busy_notice(tr("Stop it (Esc) before switching conversations."))
             self.refresh_list()
             return
         try:
-            self.conversation = self.store.get(conversation_id)
-            self.messages = self.store.messages(conversation_id)
+            self.conversation = self.history.get(conversation_id)
+            self.messages = self.history.messages(conversation_id)
         except StudioError as exc:
             self.banners.show_error(exc)
             return
@@ -307,9 +306,9 @@ class ChatView(QWidget):
             self.refresh_list()
             return
         try:
-            self.store.rename(conversation_id, title)
+            renamed = self.history.rename(conversation_id, title)
             if self.conversation is not None and self.conversation.id == conversation_id:
-                self.conversation = self.store.get(conversation_id)
+                self.conversation = renamed
                 self.title.setText(self.conversation.title)
         except StudioError as exc:
             self.banners.show_error(exc)
@@ -326,7 +325,7 @@ class ChatView(QWidget):
             if answer != QMessageBox.StandardButton.Yes:
                 return
         try:
-            self.store.delete(conversation_id)
+            self.history.delete(conversation_id)
         except StudioError as exc:
             self.banners.show_error(exc)
             return
@@ -346,7 +345,7 @@ class ChatView(QWidget):
     def export_dialog(self, conversation_id: int, fmt: str) -> None:
         suffix = ".md" if fmt == "markdown" else ".json"
         try:
-            title = self.store.get(conversation_id).title
+            title = self.history.get(conversation_id).title
         except StudioError as exc:
             self.banners.show_error(exc)
             return
@@ -361,11 +360,7 @@ class ChatView(QWidget):
 
     def export_to(self, conversation_id: int, fmt: str, path: str | Path) -> bool:
         try:
-            text = (
-                self.store.export_markdown(conversation_id)
-                if fmt == "markdown"
-                else self.store.export_json(conversation_id)
-            )
+            text = self.history.export(conversation_id, fmt)
             Path(path).write_text(text, encoding="utf-8")
         except StudioError as exc:
             self.banners.show_error(exc)
@@ -379,9 +374,18 @@ class ChatView(QWidget):
 
     # --- sending ----------------------------------------------------------------------------------
     def _send_clicked(self) -> None:
+        if self.generating:
+            return  # Enter while an answer streams does nothing: Stop is where Send was
         text = self.input.toPlainText()
         if self.send_text(text):
             self.input.clear()
+
+    def _busy_notice(self, hint: str) -> None:
+        self.state_banners.notice("busy", tr("An answer is still coming."), hint)  # goes when the answer ends
+
+    def _draft_edited(self) -> None:
+        if not self.composer.too_long():
+            self.state_banners.drop("refusal")
 
     def send_text(self, text: str) -> bool:
         """Send `text` (or the edited last message). True when a request went out. A message that
@@ -391,14 +395,15 @@ class ChatView(QWidget):
         if not text:
             return False
         if self.generating:
-            self.banners.show_message(tr("An answer is still coming."), tr("Wait for it, or stop it with Esc."))
+            self._busy_notice(tr("Wait for it, or stop it with Esc."))
             return False
         refusal = self.composer.too_long(text)
         if refusal:
             if self.input.toPlainText().strip() != text:
                 self.input.setPlainText(text)
-            self.banners.show_message(
-                refusal, tr("Shorten it, or send it in parts. Your text is still in the box."), "error"
+            self.state_banners.drop("refusal")
+            self.state_banners.notice(
+                "refusal", refusal, tr("Shorten it, or send it in parts. Your text is still in the box."), "error"
             )
             self.input.setFocus()
             return False
@@ -407,15 +412,13 @@ class ChatView(QWidget):
             return self._send_edit(text)
         try:
             if self.conversation is None:
-                self.conversation = self.store.create(
+                self.conversation = self.history.create(
                     title_from(text), model=self.model_info.get("name", ""), system_prompt=self.panel.prompt()
                 )
             elif self.conversation.title == DEFAULT_TITLE and not self.messages:
-                self.store.rename(self.conversation.id, title_from(text))
-                self.conversation = self.store.get(self.conversation.id)
-            self._store_unsaved()
+                self.conversation = self.history.rename(self.conversation.id, title_from(text))
             history = self._history()
-            user = self.store.add_message(self.conversation.id, "user", text)
+            user = self.history.add_question(self.conversation.id, text)
         except StudioError as exc:
             self.banners.show_error(exc)
             return False
@@ -432,7 +435,7 @@ class ChatView(QWidget):
             return
         history = self._history()
         try:
-            self.store.delete_messages_after(self.conversation.id, user.id)
+            self.history.delete_after(self.conversation.id, user.id)
         except StudioError as exc:
             self.banners.show_error(exc)
             return
@@ -462,8 +465,8 @@ class ChatView(QWidget):
         history = self._history()
         before = [m for m in self.messages if m.id < user.id]
         try:
-            self.store.delete_messages_after(self.conversation.id, before[-1].id if before else 0)
-            new_user = self.store.add_message(self.conversation.id, "user", text)
+            self.history.delete_after(self.conversation.id, before[-1].id if before else 0)
+            new_user = self.history.add_question(self.conversation.id, text)
         except StudioError as exc:
             self.banners.show_error(exc)
             return False
@@ -505,9 +508,8 @@ class ChatView(QWidget):
             return
         info = self.model_info
         try:
-            answer = self.store.add_message(
+            answer = self.history.begin_answer(
                 self.conversation.id,
-                "assistant",
                 self.answer_text,
                 model=str(info.get("name", "")),
                 device=str(info.get("device", "")),
@@ -531,7 +533,9 @@ class ChatView(QWidget):
         assert self.conversation is not None
         self.generating = True
         self.kind = kind
-        self._refused_text = text if kind in ("send", "edit") else ""
+        # Only a new question can be taken back whole (an edit has already replaced the old one).
+        self._refused_text = text if kind == "send" else ""
+        self._continued_from = answer.text if answer is not None else None
         # A new answer is stored when the engine starts answering (the model is known by then); a
         # continued one is the stored answer, written further.
         self.answer_id = answer.id if answer is not None else None
@@ -556,7 +560,7 @@ class ChatView(QWidget):
         self.model_spinner.start()
         self.inputs.loading = text
         self.inputs.model_error = None  # a new load: the last load's error no longer holds
-        self._state_changed()
+        self.state_banners.reset()
         self.rederive()
 
     def on_model_loaded(self, info: dict[str, Any]) -> None:
@@ -565,7 +569,7 @@ class ChatView(QWidget):
         self.inputs.loading = ""
         self.inputs.info = dict(info)
         self.inputs.model_error = None
-        self._state_changed()
+        self.state_banners.reset()
         defaults = info.get("default_options")
         if isinstance(defaults, dict):
             self.panel.set_defaults(defaults)
@@ -580,7 +584,7 @@ class ChatView(QWidget):
         self.inputs.loading = ""
         self.inputs.info = {}
         self.inputs.model_error = error
-        self._state_changed()
+        self.state_banners.reset()
         self.rederive()
 
     def on_tokens_counted(self, text: str, tokens: int) -> None:
@@ -598,28 +602,15 @@ class ChatView(QWidget):
             self.model_badge.set_placement(state.placement)  # asked: what the model was loaded for
         else:
             self.model_badge.set_state(state.chip_kind, state.chip_text, state.chip_details)
-        wanted = {(b.message, b.hint): b for b in state.banners}
-        for key, banner in list(self._state_banners.items()):
-            if key not in wanted:
-                del self._state_banners[key]
-                banner.dismiss()
-        for key, spec in wanted.items():
-            if key not in self._state_banners and key not in self._dismissed:
-                banner = self.banners.show_message(spec.message, spec.hint, spec.severity)
-                self._state_banners[key] = banner
-                banner.closed.connect(lambda k=key: self._banner_closed(k))
+        self.state_banners.sync(state.banners)
 
-    def _banner_closed(self, key: tuple[str, str]) -> None:
-        if self._state_banners.pop(key, None) is None:
-            return  # closed by rederive(): its state went
+    def _banner_read(self, key: tuple[str, str]) -> bool:
+        """The user closed a state banner: a failed answer's error is then read (it goes); a model's
+        state stays, its banner closed until that state changes."""
         if self.inputs.answer_error is not None and error_text(self.inputs.answer_error) == key:
-            self.inputs.answer_error = None  # the user has read the failed answer's error
-        else:
-            self._dismissed.add(key)  # a model's state: stays closed until the model state changes
-
-    def _state_changed(self) -> None:
-        """A new load or placement: banners the user closed may be shown again if they recur."""
-        self._dismissed.clear()
+            self.inputs.answer_error = None
+            return True
+        return False
 
     def on_generation_started(self, conversation_id: int) -> None:
         if self.generating and self.conversation is not None and conversation_id == self.conversation.id:
@@ -654,6 +645,8 @@ class ChatView(QWidget):
         if self.generating:
             if isinstance(error, ContextOverflowError) and not self.answer_text and self._take_back():
                 pass
+            elif self._continued_from is not None and self.answer_text == self._continued_from:
+                pass  # a Continue that wrote nothing: the answer stays as it was (and can be continued)
             elif self.answer_id is not None:
                 self._save_answer(self.answer_text, "error", None)
             elif self.answer_text:
@@ -673,7 +666,7 @@ class ChatView(QWidget):
             return False
         before = [m for m in self.messages if m.id < user.id]
         try:
-            self.store.delete_messages_after(self.conversation.id, before[-1].id if before else 0)
+            self.history.delete_after(self.conversation.id, before[-1].id if before else 0)
         except StudioError as exc:
             log.warning("could not remove the refused message: %s", exc)
             return False
@@ -712,6 +705,7 @@ class ChatView(QWidget):
         self._save_answer(text, stop_reason, data)
         self.generating = False
         self.inputs.generating = False
+        self.state_banners.drop("busy")
         if not state:
             self.inputs.answer_error = None  # an answer came: the last failure no longer holds
         self._reload_messages()
@@ -725,11 +719,11 @@ class ChatView(QWidget):
         if self.answer_id is None:
             return
         try:
-            self.store.update_message(
+            self.history.save_answer(
                 self.answer_id,
-                text=text,
-                stop_reason=stop_reason,
-                stats=stats,
+                text,
+                stop_reason,
+                stats,
                 device=str(stats.get("device") or short_ep_name(str(stats.get("ep", "")))) if stats else None,
                 ep=str(stats.get("ep", "")) if stats else None,
             )
@@ -740,95 +734,31 @@ class ChatView(QWidget):
     def _reload_messages(self) -> None:
         if self.conversation is None:
             return
-        self._store_unsaved()
         try:
-            self.messages = self.store.messages(self.conversation.id)
+            self.messages = self.history.messages(self.conversation.id)
         except StudioError as exc:
             self.banners.show_error(exc)
-            return
-        self.messages += [m for m in self._unsaved if m.conversation_id == self.conversation.id]
 
     def _keep_unsaved(self, text: str, stop_reason: str, stats: dict[str, Any]) -> None:
         """The store refused the answer: keep it in memory (and on screen) rather than lose it."""
-        if self.conversation is None or not text:
+        if self.conversation is None:
             return
         info = self.model_info
-        self._unsaved.append(
-            Message(
-                -1,
-                self.conversation.id,
-                "assistant",
-                text,
-                time.time(),
-                model=str(info.get("name", "")),
-                device=str(stats.get("device") or info.get("device", "")),
-                ep=str(stats.get("ep") or info.get("ep", "")),
-                stop_reason=stop_reason,
-                stats=stats,
-            )
-        )
-
-    def _store_unsaved(self) -> None:
-        """Store answers kept in memory while the disk refused them (before anything newer is stored)."""
-        still: list[Message] = []
-        for m in self._unsaved:
-            try:
-                self.store.add_message(
-                    m.conversation_id,
-                    "assistant",
-                    m.text,
-                    model=m.model,
-                    device=m.device,
-                    ep=m.ep,
-                    stop_reason=m.stop_reason,
-                    stats=m.stats,
-                )
-            except StudioError:
-                still.append(m)
-        self._unsaved = still
-
-    def _entry(self, message: Message, index: int) -> Entry:
-        last_user = self._last_user()
-        if message.role == "user":
-            actions: tuple[str, ...] = ("copy",)
-            if last_user is not None and message.id == last_user.id:
-                # A last message left without an answer (a failure that stored none) can be answered again.
-                unanswered = index == len(self.messages) - 1 and not self.generating
-                actions = ("copy", "edit", "regenerate") if unanswered else ("copy", "edit")
-            return Entry(message.id, "user", message.text, actions=actions)
-        is_last = index == len(self.messages) - 1
-        state = {"cancelled": "stopped", "error": "error"}.get(message.stop_reason, "")
-        actions = ("copy",)
-        if is_last:
-            can_continue = message.stop_reason in ("length", "cancelled") and message.id >= 0
-            actions = ("copy", "continue", "regenerate") if can_continue else ("copy", "regenerate")
-        return Entry(
-            message.id,
-            "assistant",
-            message.text,
-            meta=message.model,
-            footer=stats_line(message.stats) if message.stats else "",
-            state=state,
-            actions=actions,
-            chip=answer_chip(message.ep, message.device, message.stats),
+        self.history.keep_unsaved(
+            self.conversation.id,
+            text,
+            model=str(info.get("name", "")),
+            device=str(stats.get("device") or info.get("device", "")),
+            ep=str(stats.get("ep") or info.get("ep", "")),
+            stop_reason=stop_reason,
+            stats=stats,
         )
 
     def _entry_for_answer(self, state: str, footer: str) -> Entry:
-        info = self.model_info
-        ep = str(info.get("ep", ""))
-        chip = ("neutral", short_ep_name(ep), "") if ep else ("", "", "")
-        return Entry(
-            self.answer_id or -1,
-            "assistant",
-            self.answer_text,
-            meta=str(info.get("name", "")),
-            footer=footer,
-            state=state,
-            chip=chip,
-        )
+        return answer_entry(self.answer_id or -1, self.answer_text, self.model_info, state, footer)
 
     def _render_all(self) -> None:
-        entries = [self._entry(m, i) for i, m in enumerate(self.messages) if m.role in ("user", "assistant")]
+        entries = message_entries(self.messages, self.generating)
         if self.generating:
             if entries and self.answer_id is not None and entries[-1].key == self.answer_id:
                 entries.pop()
@@ -863,8 +793,7 @@ class ChatView(QWidget):
         prompt = self.panel.prompt()
         if self.conversation is not None and self.conversation.system_prompt != prompt:
             try:
-                self.store.set_system_prompt(self.conversation.id, prompt)
-                self.conversation = self.store.get(self.conversation.id)
+                self.conversation = self.history.set_system_prompt(self.conversation.id, prompt)
             except StudioError as exc:
                 self.banners.show_error(exc)
         emit(self.settings_changed, prompt, self.panel.options())

@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engines import jsonfile
 from engines.bench.data import (
     CHAT,
     FAILED,
@@ -55,7 +54,7 @@ from engines.types import CPU_EP, CancelToken, DeviceChoice, DeviceType, Placeme
 
 log = logging.getLogger(__name__)
 
-ProgressCallback = Callable[[BenchProgress], None]
+BenchProgressCallback = Callable[[BenchProgress], None]
 ResultCallback = Callable[[DeviceResult], None]
 Clock = Callable[[], float]
 
@@ -70,15 +69,10 @@ def model_kind(folder: str | os.PathLike[str]) -> str:
         raise ModelError(f"Model folder not found: {root}.", "Pick a model folder that exists.")
     if (root / "genai_config.json").is_file():
         return CHAT
-    manifest = root / "manifest.json"
-    if manifest.is_file():
-        try:
-            data = jsonfile.read_json(manifest)
-        except jsonfile.JsonFileError as exc:
-            raise ModelError(
-                f"The manifest in {root} cannot be read: {exc.problem}.", "Re-import or rebuild the model."
-            ) from None
-        if isinstance(data, dict) and isinstance(data.get("classifier"), dict):
+    if (root / "manifest.json").is_file():
+        from engines.models.manifest import read_manifest
+
+        if read_manifest(root, require_schema=False).classifier is not None:
             return VISION
     raise ModelError(
         f"{root} is neither an image classifier (manifest.json with a classifier section) nor an "
@@ -177,7 +171,7 @@ class ResourceMeter:
 class _Reporter:
     """Turns per-job fractions into overall progress for the callback."""
 
-    def __init__(self, jobs: int, callback: ProgressCallback | None) -> None:
+    def __init__(self, jobs: int, callback: BenchProgressCallback | None) -> None:
         self.jobs = max(1, jobs)
         self.job = 0
         self.stage = ""
@@ -236,7 +230,7 @@ def _unavailable_reason(report: DiscoveryReport, device: DeviceType) -> str:
 def run_benchmark(
     config: BenchConfig,
     *,
-    on_progress: ProgressCallback | None = None,
+    on_progress: BenchProgressCallback | None = None,
     on_result: ResultCallback | None = None,
     cancel: CancelToken | None = None,
     report: DiscoveryReport | None = None,

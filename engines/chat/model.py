@@ -8,8 +8,8 @@ libraries (custom ops, EP plugins): a model folder never decides which code runs
 
 from __future__ import annotations
 
-import importlib
 import logging
+import os
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
@@ -18,6 +18,7 @@ from typing import Any
 
 from engines import jsonfile
 from engines.errors import DeviceUnavailableError, ModelError, StudioError
+from engines.models.native import refuse_library_keys, walk
 from engines.models.paths import resolve_inside
 from engines.models.safety import inspect_onnx
 from engines.runtime import failures
@@ -31,6 +32,7 @@ GENAI_CONFIG = "genai_config.json"
 TOKENIZER_JSON = "tokenizer.json"
 TOKENIZER_CONFIG = "tokenizer_config.json"
 CHAT_TEMPLATE_FILE = "chat_template.jinja"
+TOKENIZER_MODULE = "tokenizer_module.json"  # onnxruntime-extensions: names e.g. a tiktoken file
 
 QNN_EP = "QNNExecutionProvider"
 DML_EP = "DmlExecutionProvider"
@@ -56,9 +58,6 @@ _CANDIDATES: Mapping[DeviceType, tuple[str, ...]] = {
     DeviceType.NPU: (QNN_EP, "OpenVINOExecutionProvider", "VitisAIExecutionProvider"),
     DeviceType.GPU: (DML_EP, "CUDAExecutionProvider", "WebGpuExecutionProvider"),
 }
-
-# QNN backends are libraries too; only the well-known ones, by bare name, are accepted from a config.
-_QNN_BACKENDS = frozenset({"qnnhtp.dll", "qnncpu.dll", "qnngpu.dll", "libqnnhtp.so", "libqnncpu.so", "libqnngpu.so"})
 
 
 @dataclass(frozen=True)
@@ -107,7 +106,7 @@ def validate_model_folder(folder: str | Path) -> ModelFolder:
             f'{GENAI_CONFIG} in {path} has no "model" section.',
             "The file is not an onnxruntime-genai config; rebuild the folder with the model builder.",
         )
-    _refuse_libraries(config)
+    refuse_library_keys(config, GENAI_CONFIG)
     model = config["model"]
     decoder = model.get("decoder")
     if not isinstance(decoder, dict) or not isinstance(decoder.get("filename"), str):
@@ -147,6 +146,9 @@ def validate_model_folder(folder: str | Path) -> ModelFolder:
             f"The model in {path} has no chat template ({CHAT_TEMPLATE_FILE}, or chat_template in {TOKENIZER_CONFIG}).",
             "Add the model's chat template as chat_template.jinja; NPU Studio does not guess templates.",
         )
+    for name in (TOKENIZER_CONFIG, TOKENIZER_MODULE):
+        files += _tokenizer_named_files(root, name, tokenizer_config if name == TOKENIZER_CONFIG else None)
+    _links_stay_inside(root)
     return ModelFolder(
         path=root,
         model_type=str(model.get("type", "")),
@@ -155,6 +157,45 @@ def validate_model_folder(folder: str | Path) -> ModelFolder:
         files=tuple(dict.fromkeys(files)),
         config_providers=tuple(_config_providers(config)),
     )
+
+
+def _tokenizer_named_files(root: Path, name: str, data: Any = None) -> list[str]:
+    """Files a tokenizer config names (`tiktoken_file`, `vocab_file`, ...): the tokenizer opens them
+    itself, so each must be inside the folder like any file the genai config names."""
+    if data is None:
+        if not (root / name).exists():
+            return []
+        _inside(root, name, f"the tokenizer file {name}")
+        data = _read_json(root / name, name)
+    named: list[str] = []
+    for key_path, key, value in walk(data):
+        lowered = key.lower()
+        if value is None or not (lowered.endswith("file") or lowered.endswith("_path") or lowered.endswith("files")):
+            continue
+        for index, item in enumerate(value if isinstance(value, list) else [value]):
+            where = f"{key_path}[{index}]" if isinstance(value, list) else key_path
+            _inside(root, item, f"the file named by {where} in {name}")
+            named.append(str(item))
+    return named
+
+
+def _links_stay_inside(root: Path, limit: int = 10_000) -> None:
+    """No symbolic link anywhere in the folder leads out of it: onnxruntime-genai and its tokenizer
+    open files by name (vocabularies, merges, sentencepiece models) beyond the ones checked above."""
+    seen = 0
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        here = Path(dirpath)
+        for entry in [*dirnames, *filenames]:
+            seen += 1
+            if seen > limit:
+                raise ModelError(
+                    f"The model folder {root} holds more than {limit:,} files.",
+                    "Pick the folder made by the model builder, not a folder that contains it.",
+                )
+            if (here / entry).is_symlink():
+                rel = (here / entry).relative_to(root).as_posix()
+                resolve_inside(root, rel, what=f"{rel} in the model folder",
+                               hint="Copy the real file into the model folder instead of linking to it.")  # fmt: skip
 
 
 def _read_json(file: Path, name: str) -> Any:
@@ -174,38 +215,8 @@ def _inside(root: Path, name: object, what: str) -> Path:
     return resolve_inside(root, name, what=what[:1].upper() + what[1:], must_exist=True)
 
 
-def _walk(node: Any, key_path: str = "") -> Iterator[tuple[str, str, Any]]:
-    """Every (dotted path, key, value) in a JSON tree."""
-    if isinstance(node, dict):
-        for key, value in node.items():
-            here = f"{key_path}.{key}" if key_path else str(key)
-            yield here, str(key), value
-            yield from _walk(value, here)
-    elif isinstance(node, list):
-        for index, value in enumerate(node):
-            yield from _walk(value, f"{key_path}[{index}]")
-
-
-def _refuse_libraries(config: Any) -> None:
-    for key_path, key, value in _walk(config):
-        lowered = key.lower()
-        if "library" in lowered or lowered in {"custom_ops", "ep_library", "plugin_path"}:
-            raise ModelError(
-                f"{GENAI_CONFIG} asks to load a native library ({key_path}); NPU Studio never loads "
-                "libraries named by a model folder.",
-                f"Remove {key} from the config; custom operators and EP plugins are not supported.",
-            )
-        if lowered == "backend_path" and (
-            not isinstance(value, str) or "/" in value or "\\" in value or value.lower() not in _QNN_BACKENDS
-        ):
-            raise ModelError(
-                f"{GENAI_CONFIG} names a device backend library NPU Studio does not load ({key_path} = {value!r}).",
-                "Remove backend_path from the config; NPU Studio picks the QNN backend itself.",
-            )
-
-
 def _referenced_files(config: Any) -> Iterator[tuple[str, str]]:
-    for key_path, key, value in _walk(config):
+    for key_path, key, value in walk(config):
         if key == "filename" or key.endswith("_filename"):
             yield key_path, value
         elif key == "filenames" and isinstance(value, list):
@@ -233,7 +244,7 @@ def ep_from_genai_name(name: str) -> str:
 
 def _config_providers(config: Any) -> list[str]:
     found: list[str] = []
-    for _, key, value in _walk(config):
+    for _, key, value in walk(config):
         if key == "provider_options" and isinstance(value, list):
             for entry in value:
                 if isinstance(entry, dict):
@@ -382,7 +393,9 @@ def genai() -> Any:
     """The onnxruntime_genai module (a test fake when one is installed with `use_fake_genai`)."""
     if _og_override is not None:
         return _og_override
-    return importlib.import_module("onnxruntime_genai")
+    from engines import runtime
+
+    return runtime.import_genai()
 
 
 def use_fake_genai(module: Any) -> None:

@@ -151,7 +151,7 @@ def read_entry(folder: Path, *, bundled: bool) -> ModelEntry:
     if isinstance(source, Mapping):
         origin = str(source.get("repo_id") or source.get("imported_from") or "")
     return ModelEntry(
-        name=str(manifest.get("name") or folder.name),
+        name=folder.name,  # the library's key (remove, verify, lookups): never a name the manifest chooses
         display_name=str(manifest.get("display_name") or manifest.get("name") or folder.name),
         kind=kind,
         folder=folder,
@@ -192,14 +192,21 @@ def _entry_or_problem(folder: Path, *, bundled: bool) -> ModelEntry:
 
 
 def find_model(name: str, bundled_dir: Path | None, user_dir: Path | None) -> ModelEntry:
-    """A model by name: the user's library first, then the bundled models (as `classify --model` does)."""
+    """A model by name: the user's library first, then the bundled models (the one lookup,
+    engines/models/lookup.py, as `classify --model` and the app use it)."""
+    from engines.models.lookup import locate_model
+
     check_name(name)
-    for root, bundled in ((user_dir, False), (bundled_dir, True)):
-        if root is not None and (root / name).is_dir():
-            return read_entry(root / name, bundled=bundled)
-    known = ", ".join(sorted({f.name for f in _model_folders(bundled_dir) + _model_folders(user_dir)})) or "none"
-    raise ModelError(f"There is no model named '{name}' in the library (models: {known}).",
-                     "Run `npu-studio models list` to see the names.")
+    roots = [r for r in (user_dir, bundled_dir) if r is not None]
+    try:
+        located = locate_model(name, roots)
+    except ModelError:
+        known = ", ".join(sorted({f.name for f in _model_folders(bundled_dir) + _model_folders(user_dir)})) or "none"
+        raise ModelError(
+            f"There is no model named '{name}' in the library (models: {known}).",
+            "Run `npu-studio models list` to see the names.",
+        ) from None
+    return read_entry(located.folder, bundled=located.folder.parent != user_dir)
 
 
 def check_name(name: str) -> str:
@@ -213,7 +220,9 @@ def check_name(name: str) -> str:
 
 def suggest_name(text: str) -> str:
     """A valid model name derived from a folder or file name."""
-    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-._")[:80]
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", text)
+    cleaned = re.sub(r"[-.]*-[-.]*|\.{2,}", lambda m: "-" if "-" in m.group() else ".", cleaned)  # no "..", "-.-"
+    cleaned = cleaned.strip("-._")[:80].rstrip("-._")
     return cleaned or "model"
 
 

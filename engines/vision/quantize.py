@@ -31,6 +31,7 @@ from PIL import Image, ImageOps
 
 from engines import runtime, workdirs
 from engines.errors import ImageError, ModelError, StorageError, StudioError
+from engines.models.library import suggest_name
 from engines.models.manifest import (
     MANIFEST_NAME,
     SCHEMA_VERSION,
@@ -39,13 +40,15 @@ from engines.models.manifest import (
     sha256_file,
     write_manifest,
 )
+from engines.models.paths import resolve_inside
+from engines.models.safety import inspect_onnx
+from engines.types import IMAGE_SUFFIXES
 from engines.vision.images import Preprocess, crop_aspect, load_rgb, resize_and_crop, to_tensor
 
 log = logging.getLogger(__name__)
 
 ACTIVATION_TYPES = ("uint8", "uint16")
 WEIGHT_TYPES = ("uint8", "int8")
-PHOTO_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp"})
 MODEL_NAME = "model.onnx"
 _QUANT_TYPES = {"uint8": "QUInt8", "uint16": "QUInt16", "int8": "QInt8"}
 
@@ -188,7 +191,8 @@ class FloatSource:
                 raise ModelError(f"{path.name} is not an ONNX model.", "Give a model folder or an .onnx file.")
             if (path.parent / MANIFEST_NAME).is_file():
                 return cls._from_folder(path.parent, path)
-            return cls(path, Preprocess(), (), {}, None, path.stem)
+            inspect_onnx(path)  # its external data stays next to it, no custom-op libraries
+            return cls(path, Preprocess(), (), {}, None, suggest_name(path.stem))
         raise ModelError(f"Model not found: {path}", "Give a model folder (with manifest.json) or an .onnx file.")
 
     @classmethod
@@ -206,16 +210,26 @@ class FloatSource:
             pre = Preprocess.from_manifest(spec)
         except ValueError as exc:
             raise ModelError(f"The manifest in {folder} is not valid: {exc}", "Rebuild the model.") from exc
+        # Every file the manifest names is read (and the labels copied into the new model): each must be
+        # inside the folder, and the model's own external data too, before anything loads it.
         if model is None:
-            onnx_files = [f["path"] for f in manifest["files"] if str(f.get("path", "")).endswith(".onnx")]
-            model = folder / (onnx_files[0] if onnx_files else MODEL_NAME)
-        if not model.is_file():
+            entries = [f for f in manifest["files"] if isinstance(f, Mapping)]
+            onnx_files = [f.get("path") for f in entries if str(f.get("path", "")).endswith(".onnx")]
+            model = resolve_inside(
+                folder, onnx_files[0] if onnx_files else MODEL_NAME, what=f"The manifest in {folder}", must_exist=True
+            )
+        elif not model.is_file():
             raise ModelError(f"{model} is missing.", "Rebuild or re-import the model.")
-        labels_path = folder / str(spec.get("labels", "labels.txt"))
+        inspect_onnx(model)
+        named = spec.get("labels")
+        labels_path = resolve_inside(
+            folder, "labels.txt" if named is None else named, what=f"The labels file named by the manifest in {folder}"
+        )
         labels: tuple[str, ...] = ()
         if labels_path.is_file():
             labels = tuple(s.strip() for s in labels_path.read_text(encoding="utf-8").splitlines() if s.strip())
-        name = str(manifest.get("name", folder.name))
+        # The name becomes the default output folder's name: a manifest cannot choose a path with it.
+        name = suggest_name(str(manifest.get("name") or folder.name))
         return cls(model, pre, labels, manifest, labels_path if labels else None, name)
 
     def label(self, index: int) -> str:
@@ -276,7 +290,7 @@ def find_photos(folder: str | os.PathLike[str]) -> list[Path]:
     root = Path(folder)
     if not root.is_dir():
         raise ImageError(f"Calibration folder not found: {root}", "Give a folder of photos like the ones you classify.")
-    photos = sorted(p for p in root.iterdir() if p.is_file() and p.suffix.lower() in PHOTO_SUFFIXES)
+    photos = sorted(p for p in root.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
     if not photos:
         raise ImageError(f"No photos in {root}.", "Put a few JPEG or PNG photos there (10 or more is better).")
     return photos

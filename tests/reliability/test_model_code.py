@@ -152,7 +152,7 @@ def test_ctrl_c_and_sigterm_stop_a_trial_at_once(
                        err.strip())  # fmt: skip
     assert child.returncode == exit_code and time.monotonic() - started < 5
     assert "Traceback" not in err
-    gone, alive = psutil.wait_procs(trials, timeout=5)
+    _, alive = psutil.wait_procs(trials, timeout=5)
     assert not alive, "the trial process outlived the command"
 
 
