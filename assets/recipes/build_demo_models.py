@@ -23,6 +23,7 @@ See ``assets/recipes/README.md`` for the manifest schema and licences.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.metadata
 import importlib.util
 import json
@@ -32,7 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -184,11 +185,32 @@ def up_to_date_problems(folder: Path, recipe: ModelRecipe) -> list[str]:
     return problems
 
 
-def remove_stale_work(out_dir: Path, name: str) -> None:
-    """Delete leftovers of interrupted builds of ``name`` (hidden staging/old/work folders).
+@contextlib.contextmanager
+def build_lock(out_dir: Path, name: str) -> Iterator[None]:
+    """One build of ``name`` per output folder at a time, across processes: a second run waits for the
+    first, then finds the model up to date (without the lock it would delete the first one's work)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with open(out_dir / f".lock-{name}", "a+b") as handle:
+        if sys.platform == "win32":
+            import msvcrt
 
-    Run one build per output folder at a time: a second run would delete the first one's work.
-    """
+            handle.seek(0)
+            while True:
+                try:
+                    msvcrt.locking(handle.fileno(), msvcrt.LK_LOCK, 1)
+                    break
+                except OSError:  # LK_LOCK gives up after ~10 s: keep waiting
+                    continue
+        else:
+            import fcntl
+
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        yield  # released when the file closes
+
+
+def remove_stale_work(out_dir: Path, name: str) -> None:
+    """Delete leftovers of interrupted builds of ``name`` (hidden staging/old/work folders); called
+    under ``build_lock``, so no other build of ``name`` is running."""
     for prefix in (f".build-{name}-", f".old-{name}-", f".work-{name}-"):
         for path in out_dir.glob(prefix + "*"):
             if path.is_dir():
@@ -228,6 +250,11 @@ def finish_manifest(staging: Path, recipe: ModelRecipe, fields: dict[str, Any]) 
 
 
 def build_one(recipe: ModelRecipe, out_dir: Path, force: bool) -> None:
+    with build_lock(out_dir, recipe.name):
+        _build_one(recipe, out_dir, force)
+
+
+def _build_one(recipe: ModelRecipe, out_dir: Path, force: bool) -> None:
     final = out_dir / recipe.name
     started = time.perf_counter()
     remove_stale_work(out_dir, recipe.name)
