@@ -309,7 +309,7 @@ class ChatWorker(Worker):
     def load(self, folder: str, choice: DeviceChoice) -> None:
         def job() -> None:
             if self._session is not None:
-                import_serialized("onnxruntime_genai")
+                import_serialized("onnxruntime", "onnxruntime_genai")  # in this order (Windows ML genai)
                 info = self._session.load(folder, choice, lambda text: emit(self.status, text))
             else:
                 info = self._remote(("load", folder, choice))

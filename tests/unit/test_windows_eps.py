@@ -335,3 +335,27 @@ def test_devices_json_lists_the_openvino_plugin_as_registered_with_its_reason() 
     card = next(d for d in data["devices"] if d["ep"] == OPENVINO)
     assert card["usable"] is False and "found no Intel NPU" in card["reason"]
     assert data["windows_ml"]["available"] is False
+
+
+def test_an_msvcp140_clash_at_onnxruntime_import_is_explained(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+
+    from engines import runtime
+
+    runtime.use_fake(None)
+    real = importlib.import_module
+
+    def failing(name: str, package: str | None = None) -> Any:
+        if name == "onnxruntime":
+            raise ImportError(
+                "DLL load failed while importing onnxruntime_pybind11_state: "
+                "A dynamic link library (DLL) initialization routine failed."
+            )
+        return real(name, package)
+
+    monkeypatch.setattr(importlib, "import_module", failing)
+    with pytest.raises(ImportError) as raised:  # still an ImportError for callers that expect one
+        runtime.ort()
+    assert isinstance(raised.value, runtime.RuntimeLoadError)
+    text = raised.value.user_text()
+    assert "msvcp140.dll" in text and "winrt-runtime" in text and "Redistributable" in text

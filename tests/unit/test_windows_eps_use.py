@@ -221,3 +221,22 @@ def test_cli_says_each_catalog_state(
     assert _cli(["devices"]) == 0
     out = capsys.readouterr().out
     assert words in out and "✔ NPU" in out  # the bundled QNN serves whatever the catalog says
+
+
+def test_genai_is_imported_after_onnxruntime(monkeypatch: pytest.MonkeyPatch) -> None:
+    """onnxruntime-genai-winml reuses the ONNX Runtime loaded in the process: it must come second."""
+    import importlib
+
+    from engines import runtime
+
+    order: list[str] = []
+    real = importlib.import_module
+
+    def record(name: str, package: str | None = None) -> Any:
+        if name in ("onnxruntime", "onnxruntime_genai"):
+            order.append(name)
+        return real(name, package)
+
+    monkeypatch.setattr(importlib, "import_module", record)
+    runtime.import_genai()
+    assert order == ["onnxruntime", "onnxruntime_genai"]
