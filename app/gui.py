@@ -24,8 +24,9 @@ from PySide6.QtWidgets import QApplication
 
 from app import __version__, paths
 from app.bench_host import BenchHost, load_bench_view, wire_bench_view
+from app.chat_host import ChatHost
 from app.device_offers import DeviceOffers
-from app.hosts import ChatHost, DevicesHost, VisionHost
+from app.hosts import DevicesHost, VisionHost
 from app.models_host import ModelsHost, wire_models_view
 from app.settings import Settings, load_settings, save_settings
 from app.settings_host import SettingsHost, wire_settings_view
