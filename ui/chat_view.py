@@ -94,6 +94,7 @@ class ChatView(QWidget):
         self.inputs = ChatInputs(choice=choice_model.choice())
         self._refused_text = ""  # a draft the engine refused (too long): put back into the box
         self._continued_from: str | None = None  # the answer's text before a Continue
+        self._chip_shown: tuple[object, ...] = ()
         self._render_timer = QTimer(self)
         self._render_timer.setSingleShot(True)
         self._render_timer.timeout.connect(self._render_stream)
@@ -598,10 +599,13 @@ class ChatView(QWidget):
     def rederive(self) -> None:
         """Chip, state banners and status from the current inputs (see ui.chat_state)."""
         state = derive(self.inputs)
-        if state.placement is not None:
-            self.model_badge.set_placement(state.placement)  # asked: what the model was loaded for
-        else:
-            self.model_badge.set_state(state.chip_kind, state.chip_text, state.chip_details)
+        chip = (state.placement, state.chip_kind, state.chip_text, state.chip_details)
+        if chip != self._chip_shown:  # restyling the chip costs a style sheet pass: only on a change
+            self._chip_shown = chip
+            if state.placement is not None:
+                self.model_badge.set_placement(state.placement)  # asked: what the model was loaded for
+            else:
+                self.model_badge.set_state(state.chip_kind, state.chip_text, state.chip_details)
         self.state_banners.sync(state.banners)
 
     def _banner_read(self, key: tuple[str, str]) -> bool:
