@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from engines import jsonfile
+from engines.chat import config_policy
 from engines.errors import DeviceUnavailableError, ModelError, StudioError
 from engines.models.paths import resolve_inside
 from engines.models.safety import inspect_onnx
@@ -110,6 +111,7 @@ def validate_model_folder(folder: str | Path) -> ModelFolder:
             "The file is not an onnxruntime-genai config; rebuild the folder with the model builder.",
         )
     _refuse_libraries(config)
+    config_policy.check_config(config)  # only the session, provider and search options a folder may set
     model = config["model"]
     decoder = model.get("decoder")
     if not isinstance(decoder, dict) or not isinstance(decoder.get("filename"), str):
