@@ -18,6 +18,7 @@ import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from engines.errors import ImageError
+from engines.vision.scores import check_normalisation
 
 # The decoders NPU Studio uses: the formats it documents (JPEG covers the MPO files many cameras write).
 # Pillow's other plugins stay off for untrusted files: rarely used parsers are where crashes hide, and
@@ -78,6 +79,7 @@ class Preprocess:
         if color not in {"RGB", "BGR"}:
             raise ValueError("'color' must be RGB or BGR")
         resize_shorter = spec.get("resize_shorter", max(int(size[0]), int(size[1])))
+        check_normalisation(triple("mean", (127.0, 127.0, 127.0)), triple("std", (128.0, 128.0, 128.0)))
         return cls(
             input_size=(int(size[0]), int(size[1])),
             resize_shorter=int(resize_shorter),  # type: ignore[call-overload]
