@@ -25,10 +25,10 @@ from app import paths
 from app.hosts import Host, Worker
 from app.qtcompat import emit
 from engines.errors import StorageError
+from engines.types import IMAGE_SUFFIXES
 
 log = logging.getLogger(__name__)
 
-SAMPLE_SUFFIXES = {".png", ".jpg", ".jpeg"}
 DOCTOR_RUNS = 10  # timed classifier calls per device: enough for a median, quick enough to wait for
 
 
@@ -170,7 +170,7 @@ class SettingsWorker(Worker):
 
             started = time.perf_counter()
             samples_dir = paths.assets_dir() / "samples"
-            samples = sorted(p for p in samples_dir.glob("*") if p.suffix.lower() in SAMPLE_SUFFIXES)
+            samples = sorted(p for p in samples_dir.glob("*") if p.suffix.lower() in IMAGE_SUFFIXES)
             report = doctor(
                 classifier=Path(classifier) if classifier else None,
                 chat_model=None,

@@ -181,6 +181,9 @@ def open_classifier(
 
     device = as_choice(choice, strict)
     located = locate_model(model, library)
+    # The folder's own checks (manifest, the inside-the-folder rule, the ONNX safety check, the bounded
+    # trial) come before anything native is loaded, EP plugins included.
+    specs = {located.folder: ClassifierSpec.from_folder(located.folder)}
     found = report if report is not None else discover()
     compiled = as_cache(cache)
     notices: list[str] = []
@@ -188,7 +191,9 @@ def open_classifier(
 
     def make(where: DeviceChoice) -> ImageClassifier:
         folder = _variant_for(located, where, HEALTH.apply(found), roots, notices)
-        spec = ClassifierSpec.from_folder(folder)
+        if folder not in specs:
+            specs[folder] = ClassifierSpec.from_folder(folder)
+        spec = specs[folder]
         settings = SessionSettings(intra_op_threads=threads, quantized_model=spec.quantized)
         return ImageClassifier(
             spec, where, settings, cache=compiled, on_progress=on_progress, warmup=warmup, max_batch=max_batch

@@ -78,6 +78,13 @@ EP_DEVICE_TYPE: Mapping[str, DeviceType] = {
 
 CPU_EP = "CPUExecutionProvider"
 
+# The photo files NPU Studio picks from a folder (the CLI, the Classify view, calibration, the doctor).
+IMAGE_SUFFIXES: frozenset[str] = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff"})
+
+
+def is_image_file(name: str | object) -> bool:
+    return str(name).lower().endswith(tuple(IMAGE_SUFFIXES))
+
 
 class EpSource(StrEnum):
     """Where an execution provider came from (shown on each device card)."""

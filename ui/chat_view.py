@@ -94,6 +94,7 @@ class ChatView(QWidget):
         self.inputs = ChatInputs(choice=choice_model.choice())
         self._state_banners: dict[tuple[str, str], Banner] = {}
         self._dismissed: set[tuple[str, str]] = set()  # state banners the user closed (until the state changes)
+        self._notices: list[tuple[str, Banner]] = []  # banners of a moment: ("busy" | "refusal", banner)
         self._refused_text = ""  # a draft the engine refused (too long): put back into the box
         self._render_timer = QTimer(self)
         self._render_timer.setSingleShot(True)
@@ -181,6 +182,7 @@ class ChatView(QWidget):
         self.composer.stop_clicked.connect(self.stop)
         self.composer.cancel_edit_clicked.connect(self.cancel_edit)
         self.composer.count_requested.connect(self.count_requested)
+        self.composer.input.textChanged.connect(self._draft_edited)
         column.addWidget(self.composer)
         # The composer's parts, by the names the rest of the app (and its tests) use.
         self.input = self.composer.input
@@ -258,7 +260,7 @@ class ChatView(QWidget):
     def new_conversation(self) -> None:
         """Ctrl+N: an empty chat (stored when the first message is sent)."""
         if self.generating:
-            self.banners.show_message(tr("An answer is still coming."), tr("Stop it (Esc) before starting a new chat."))
+            self._busy_notice(tr("Stop it (Esc) before starting a new chat."))
             return
         self.conversation = None
         self.messages = []
@@ -278,9 +280,7 @@ class ChatView(QWidget):
         if self.conversation is not None and self.conversation.id == conversation_id:
             return
         if self.generating:
-            self.banners.show_message(
-                tr("An answer is still coming."), tr("Stop it (Esc) before switching conversations.")
-            )
+            self._busy_notice(tr("Stop it (Esc) before switching conversations."))
             self.refresh_list()
             return
         try:
@@ -379,9 +379,31 @@ class ChatView(QWidget):
 
     # --- sending ----------------------------------------------------------------------------------
     def _send_clicked(self) -> None:
+        if self.generating:
+            return  # Enter while an answer streams does nothing: Stop is where Send was
         text = self.input.toPlainText()
         if self.send_text(text):
             self.input.clear()
+
+    def _busy_notice(self, hint: str) -> None:
+        self._notice("busy", self.banners.show_message(tr("An answer is still coming."), hint))
+
+    def _notice(self, kind: str, banner: Banner) -> None:
+        notice = (kind, banner)
+        if notice not in self._notices:
+            self._notices.append(notice)
+            banner.closed.connect(lambda: self._notices.remove(notice) if notice in self._notices else None)
+
+    def _drop_notices(self, kind: str) -> None:
+        """Notices that belong to a passing moment go with it ("still coming" when the answer ends, a
+        refused draft once the draft fits)."""
+        for notice in [n for n in self._notices if n[0] == kind]:
+            self._notices.remove(notice)
+            notice[1].dismiss()
+
+    def _draft_edited(self) -> None:
+        if not self.composer.too_long():
+            self._drop_notices("refusal")
 
     def send_text(self, text: str) -> bool:
         """Send `text` (or the edited last message). True when a request went out. A message that
@@ -391,15 +413,17 @@ class ChatView(QWidget):
         if not text:
             return False
         if self.generating:
-            self.banners.show_message(tr("An answer is still coming."), tr("Wait for it, or stop it with Esc."))
+            self._busy_notice(tr("Wait for it, or stop it with Esc."))
             return False
         refusal = self.composer.too_long(text)
         if refusal:
             if self.input.toPlainText().strip() != text:
                 self.input.setPlainText(text)
-            self.banners.show_message(
+            self._drop_notices("refusal")
+            banner = self.banners.show_message(
                 refusal, tr("Shorten it, or send it in parts. Your text is still in the box."), "error"
             )
+            self._notice("refusal", banner)
             self.input.setFocus()
             return False
         self.panel.flush()
@@ -712,6 +736,7 @@ class ChatView(QWidget):
         self._save_answer(text, stop_reason, data)
         self.generating = False
         self.inputs.generating = False
+        self._drop_notices("busy")
         if not state:
             self.inputs.answer_error = None  # an answer came: the last failure no longer holds
         self._reload_messages()

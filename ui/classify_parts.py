@@ -37,7 +37,7 @@ from PySide6.QtWidgets import (
 from app.paths import assets_dir
 from app.qtcompat import emit
 from engines.text import rich_text
-from engines.types import Classification, Placement
+from engines.types import IMAGE_SUFFIXES, Classification, Placement
 from ui.icons import pixmap
 from ui.placement_chip import describe_placement
 from ui.theme import colors
@@ -62,7 +62,6 @@ def _chip_color(kind: str) -> str:
     return {"ok": c.ok, "warn": c.warn, "error": c.error}.get(kind, c.accent)
 
 
-IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff"}
 TOP_K = 5
 
 

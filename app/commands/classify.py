@@ -36,12 +36,16 @@ def model_folder(name: str | None, default: str = DEFAULT_CLASSIFIER) -> Path:
 
 def expand_images(items: list[str]) -> list[Path]:
     from engines.errors import ImageError
+    from engines.types import is_image_file
 
     found: list[Path] = []
     for item in items:
         path = Path(item)
         if path.is_dir():
-            found.extend(sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith(".")))
+            # A folder gives its photos (the one suffix list); a file named on the command line is tried as is.
+            found.extend(
+                sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith(".") and is_image_file(p))
+            )
         else:
             found.append(path)
     if not found:

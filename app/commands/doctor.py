@@ -30,22 +30,28 @@ def register(sub: Any) -> None:
 
 
 def _installed(name: str) -> Path | None:
-    for root in (paths.user_models_dir(), paths.bundled_models_dir()):
-        if (root / name / "manifest.json").is_file():
-            return root / name
-    return None
+    """The model by name (the one library lookup), or None when it is not installed."""
+    from engines.errors import ModelError
+    from engines.models.lookup import locate_model
+
+    try:
+        folder = locate_model(name, paths.model_roots()).folder
+    except ModelError:
+        return None
+    return folder if (folder / "manifest.json").is_file() else None
 
 
 def run(args: argparse.Namespace) -> int:
     from app.terminal import print_json
     from engines.doctor import run_doctor, write_outputs
     from engines.errors import StudioError
+    from engines.types import IMAGE_SUFFIXES
 
     if args.tokens < 1:
         raise StudioError("--tokens must be at least 1.", "Use e.g. --tokens 8.")
     out = Path(args.out) if args.out else paths.data_dir() / "diagnostics" / time.strftime("doctor-%Y%m%d-%H%M%S")
     samples_dir = paths.assets_dir() / "samples"
-    samples = sorted(p for p in samples_dir.glob("*") if p.suffix.lower() in {".png", ".jpg", ".jpeg"})
+    samples = sorted(p for p in samples_dir.glob("*") if p.suffix.lower() in IMAGE_SUFFIXES)
 
     def progress(text: str) -> None:
         print(text, file=sys.stderr, flush=True)

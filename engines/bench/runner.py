@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engines import jsonfile
 from engines.bench.data import (
     CHAT,
     FAILED,
@@ -70,15 +69,10 @@ def model_kind(folder: str | os.PathLike[str]) -> str:
         raise ModelError(f"Model folder not found: {root}.", "Pick a model folder that exists.")
     if (root / "genai_config.json").is_file():
         return CHAT
-    manifest = root / "manifest.json"
-    if manifest.is_file():
-        try:
-            data = jsonfile.read_json(manifest)
-        except jsonfile.JsonFileError as exc:
-            raise ModelError(
-                f"The manifest in {root} cannot be read: {exc.problem}.", "Re-import or rebuild the model."
-            ) from None
-        if isinstance(data, dict) and isinstance(data.get("classifier"), dict):
+    if (root / "manifest.json").is_file():
+        from engines.models.manifest import read_manifest
+
+        if read_manifest(root, require_schema=False).classifier is not None:
             return VISION
     raise ModelError(
         f"{root} is neither an image classifier (manifest.json with a classifier section) nor an "

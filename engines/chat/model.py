@@ -20,6 +20,7 @@ from typing import Any
 from engines import jsonfile
 from engines.chat import config_policy
 from engines.errors import DeviceUnavailableError, ModelError, StudioError
+from engines.models.native import refuse_library_keys, walk
 from engines.models.paths import resolve_inside
 from engines.models.safety import inspect_onnx
 from engines.runtime import failures
@@ -59,9 +60,6 @@ _CANDIDATES: Mapping[DeviceType, tuple[str, ...]] = {
     DeviceType.NPU: (QNN_EP, "OpenVINOExecutionProvider", "VitisAIExecutionProvider"),
     DeviceType.GPU: (DML_EP, "CUDAExecutionProvider", "WebGpuExecutionProvider"),
 }
-
-# QNN backends are libraries too; only the well-known ones, by bare name, are accepted from a config.
-_QNN_BACKENDS = frozenset({"qnnhtp.dll", "qnncpu.dll", "qnngpu.dll", "libqnnhtp.so", "libqnncpu.so", "libqnngpu.so"})
 
 
 @dataclass(frozen=True)
@@ -110,7 +108,7 @@ def validate_model_folder(folder: str | Path) -> ModelFolder:
             f'{GENAI_CONFIG} in {path} has no "model" section.',
             "The file is not an onnxruntime-genai config; rebuild the folder with the model builder.",
         )
-    _refuse_libraries(config)
+    refuse_library_keys(config, GENAI_CONFIG)
     config_policy.check_config(config)  # only the session, provider and search options a folder may set
     model = config["model"]
     decoder = model.get("decoder")
@@ -173,7 +171,7 @@ def _tokenizer_named_files(root: Path, name: str, data: Any = None) -> list[str]
         _inside(root, name, f"the tokenizer file {name}")
         data = _read_json(root / name, name)
     named: list[str] = []
-    for key_path, key, value in _walk(data):
+    for key_path, key, value in walk(data):
         lowered = key.lower()
         if value is None or not (lowered.endswith("file") or lowered.endswith("_path") or lowered.endswith("files")):
             continue
@@ -220,38 +218,8 @@ def _inside(root: Path, name: object, what: str) -> Path:
     return resolve_inside(root, name, what=what[:1].upper() + what[1:], must_exist=True)
 
 
-def _walk(node: Any, key_path: str = "") -> Iterator[tuple[str, str, Any]]:
-    """Every (dotted path, key, value) in a JSON tree."""
-    if isinstance(node, dict):
-        for key, value in node.items():
-            here = f"{key_path}.{key}" if key_path else str(key)
-            yield here, str(key), value
-            yield from _walk(value, here)
-    elif isinstance(node, list):
-        for index, value in enumerate(node):
-            yield from _walk(value, f"{key_path}[{index}]")
-
-
-def _refuse_libraries(config: Any) -> None:
-    for key_path, key, value in _walk(config):
-        lowered = key.lower()
-        if "library" in lowered or lowered in {"custom_ops", "ep_library", "plugin_path"}:
-            raise ModelError(
-                f"{GENAI_CONFIG} asks to load a native library ({key_path}); NPU Studio never loads "
-                "libraries named by a model folder.",
-                f"Remove {key} from the config; custom operators and EP plugins are not supported.",
-            )
-        if lowered == "backend_path" and (
-            not isinstance(value, str) or "/" in value or "\\" in value or value.lower() not in _QNN_BACKENDS
-        ):
-            raise ModelError(
-                f"{GENAI_CONFIG} names a device backend library NPU Studio does not load ({key_path} = {value!r}).",
-                "Remove backend_path from the config; NPU Studio picks the QNN backend itself.",
-            )
-
-
 def _referenced_files(config: Any) -> Iterator[tuple[str, str]]:
-    for key_path, key, value in _walk(config):
+    for key_path, key, value in walk(config):
         if key == "filename" or key.endswith("_filename"):
             yield key_path, value
         elif key == "filenames" and isinstance(value, list):
@@ -279,7 +247,7 @@ def ep_from_genai_name(name: str) -> str:
 
 def _config_providers(config: Any) -> list[str]:
     found: list[str] = []
-    for _, key, value in _walk(config):
+    for _, key, value in walk(config):
         if key == "provider_options" and isinstance(value, list):
             for entry in value:
                 if isinstance(entry, dict):

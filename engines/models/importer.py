@@ -36,9 +36,9 @@ from engines.models.library import (
     suggest_name,
 )
 from engines.models.manifest import MANIFEST_NAME, SCHEMA_VERSION, list_model_files, load_manifest, write_manifest
+from engines.models.native import is_native_library, refuse_library_keys
 from engines.types import EP_DEVICE_TYPE, CancelToken
 
-_NATIVE_SUFFIXES = (".dll", ".so", ".dylib", ".pyd", ".exe")
 _CHUNK = 1 << 20
 # ImageNet normalisation on 0-255 pixels (torchvision's convention): the most common one for classifiers.
 IMAGENET_MEAN = (123.675, 116.28, 103.53)
@@ -121,7 +121,7 @@ def import_model(
         if manifest.get("kind") != KIND_CLASSIFIER or not isinstance(manifest.get("classifier"), Mapping):
             raise ModelError(f"{source} has a manifest but is neither an image classifier nor a genai folder.",
                              "Import a genai folder (with genai_config.json) or a classifier .onnx with --labels.")
-        _refuse_library_keys(manifest, MANIFEST_NAME)
+        refuse_library_keys(manifest, MANIFEST_NAME)
         files = _folder_file_set(source)
         builder = lambda tmp, n: _classifier_folder_manifest(tmp, n, source, manifest, details)  # noqa: E731
     else:
@@ -205,7 +205,7 @@ def _copy_error(src: Path, exc: OSError) -> StudioError:
 
 
 def _refuse_native(path: Path, root: Path) -> None:
-    if path.suffix.lower() in _NATIVE_SUFFIXES or ".so." in path.name:
+    if is_native_library(path.name):
         raise ModelError(
             f"The model folder contains a native library ({path.relative_to(root).as_posix()}).",
             "NPU Studio never loads libraries that come with a model; remove the file and import again.",
@@ -266,22 +266,6 @@ def _precheck_genai(source: Path) -> None:
     from engines.chat.model import validate_model_folder
 
     validate_model_folder(source)
-
-
-def _refuse_library_keys(data: Any, what: str, path: str = "") -> None:
-    if isinstance(data, Mapping):
-        for key, value in data.items():
-            lowered = str(key).lower()
-            if "library" in lowered or "custom_op" in lowered or lowered in {"plugin_path", "ep_library"}:
-                raise ModelError(
-                    f"{what} asks to load a native library ({path}{key}); NPU Studio never loads libraries "
-                    "named by a model folder.",
-                    "Remove that entry; custom operators and EP plugins are not supported.",
-                )
-            _refuse_library_keys(value, what, f"{path}{key}.")
-    elif isinstance(data, list):
-        for item in data:
-            _refuse_library_keys(item, what, path)
 
 
 def _now() -> str:
@@ -478,8 +462,9 @@ _LICENCE_RE = re.compile(r"^licen[sc]e:\s*['\"]?([A-Za-z0-9.+-]+)", re.MULTILINE
 
 
 def _licence_from_readme(folder: Path) -> str:
-    """The `license:` of a Hugging Face model card (README.md front matter), when there is one."""
-    for candidate in (folder / "README.md", folder.parent / "README.md", folder.parent.parent / "README.md"):
+    """The `license:` of a Hugging Face model card (README.md front matter) in the folder itself: nothing
+    outside the folder being imported is read (a card one level up belongs to other files; use --licence)."""
+    for candidate in (folder / "README.md",):
         with contextlib.suppress(OSError, UnicodeDecodeError):
             text = candidate.read_text(encoding="utf-8")[:4000]
             if text.startswith("---"):

@@ -192,14 +192,21 @@ def _entry_or_problem(folder: Path, *, bundled: bool) -> ModelEntry:
 
 
 def find_model(name: str, bundled_dir: Path | None, user_dir: Path | None) -> ModelEntry:
-    """A model by name: the user's library first, then the bundled models (as `classify --model` does)."""
+    """A model by name: the user's library first, then the bundled models (the one lookup,
+    engines/models/lookup.py, as `classify --model` and the app use it)."""
+    from engines.models.lookup import locate_model
+
     check_name(name)
-    for root, bundled in ((user_dir, False), (bundled_dir, True)):
-        if root is not None and (root / name).is_dir():
-            return read_entry(root / name, bundled=bundled)
-    known = ", ".join(sorted({f.name for f in _model_folders(bundled_dir) + _model_folders(user_dir)})) or "none"
-    raise ModelError(f"There is no model named '{name}' in the library (models: {known}).",
-                     "Run `npu-studio models list` to see the names.")
+    roots = [r for r in (user_dir, bundled_dir) if r is not None]
+    try:
+        located = locate_model(name, roots)
+    except ModelError:
+        known = ", ".join(sorted({f.name for f in _model_folders(bundled_dir) + _model_folders(user_dir)})) or "none"
+        raise ModelError(
+            f"There is no model named '{name}' in the library (models: {known}).",
+            "Run `npu-studio models list` to see the names.",
+        ) from None
+    return read_entry(located.folder, bundled=located.folder.parent != user_dir)
 
 
 def check_name(name: str) -> str:

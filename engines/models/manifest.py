@@ -13,6 +13,7 @@ import json
 import os
 import tempfile
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -90,6 +91,98 @@ def load_manifest(folder: str | os.PathLike[str]) -> dict[str, Any]:
     if not isinstance(data.get("files"), list):
         raise ModelError(f"{path} has no 'files' list.", _HINT_REBUILD)
     return data
+
+
+@dataclass(frozen=True)
+class ManifestFile:
+    path: str
+    size: int | None
+    sha256: str
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A model folder's manifest.json, typed: the one reader every command and the engines use."""
+
+    folder: Path
+    name: str
+    display_name: str
+    kind: str
+    precision: str
+    devices: tuple[str, ...]
+    licence: str
+    files: tuple[ManifestFile, ...]
+    classifier: Mapping[str, Any] | None  # the classifier section (image classifiers only)
+    source: Mapping[str, Any]
+    verification: Mapping[str, Any]
+    data: Mapping[str, Any]  # the whole document, for what only one reader needs
+
+    @property
+    def quantized(self) -> bool:
+        return self.precision.lower().startswith("qdq")
+
+    @property
+    def derived_from(self) -> str:
+        value = self.source.get("derived_from")
+        return value if isinstance(value, str) else ""
+
+    def model_entry(self) -> ManifestFile:
+        """The ONNX model's entry (the first .onnx file listed; model.onnx when none is)."""
+        return next((f for f in self.files if f.path.lower().endswith(".onnx")), ManifestFile("model.onnx", None, ""))
+
+    def path_of(self, rel: str, what: str = "", *, must_exist: bool = False) -> Path:
+        """A file the manifest names, inside the folder (the one rule: engines/models/paths.py)."""
+        return paths.resolve_inside(
+            self.folder, rel, what=what or f"The manifest in {self.folder}", must_exist=must_exist, hint=_HINT_REBUILD
+        )
+
+
+def read_manifest(folder: str | os.PathLike[str], *, require_schema: bool = True) -> Manifest:
+    """`folder/manifest.json` as a Manifest; a ModelError that says what is wrong otherwise."""
+    root = Path(folder)
+    if require_schema:
+        data: Mapping[str, Any] = load_manifest(root)
+    else:
+        try:
+            data = jsonfile.read_object(root / MANIFEST_NAME)
+        except jsonfile.JsonFileError as exc:
+            if exc.missing:
+                raise ModelError(f"No {MANIFEST_NAME} in {root}.", _HINT_REBUILD) from None
+            raise ModelError(f"The manifest in {root} is not valid: {exc.problem}.", _HINT_REBUILD) from None
+    files = []
+    listed = data.get("files")
+    for entry in listed if isinstance(listed, list) else []:
+        if isinstance(entry, Mapping) and isinstance(entry.get("path"), str):
+            size = entry.get("size")
+            digest = entry.get("sha256")
+            files.append(
+                ManifestFile(
+                    str(entry["path"]),
+                    size if isinstance(size, int) and not isinstance(size, bool) else None,
+                    digest if isinstance(digest, str) else "",
+                )
+            )
+
+    def section(key: str) -> Mapping[str, Any]:
+        value = data.get(key)
+        return value if isinstance(value, Mapping) else {}
+
+    classifier = data.get("classifier")
+    devices = data.get("devices")
+    return Manifest(
+        folder=root,
+        name=str(data.get("name") or root.name),
+        display_name=str(data.get("display_name") or data.get("name") or root.name),
+        kind=str(data.get("kind", "")),
+        precision=str(data.get("precision", "fp32")),
+        devices=tuple(str(d).lower() for d in devices) if isinstance(devices, list) else (),
+        licence=str(data.get("licence", "")),
+        files=tuple(files),
+        classifier=classifier if isinstance(classifier, Mapping) else None,
+        source=section("source"),
+        verification=section("verification"),
+        data=data,
+    )
 
 
 def write_manifest(folder: str | os.PathLike[str], data: Mapping[str, Any]) -> Path:

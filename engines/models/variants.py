@@ -14,22 +14,20 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from engines import jsonfile
+from engines.errors import ModelError
+from engines.models.manifest import read_manifest
 from engines.types import DeviceChoice, DeviceType, Policy
 
 log = logging.getLogger(__name__)
 
-_MANIFEST = "manifest.json"
-_MAX_MANIFEST_BYTES = 1 << 20
 
 
 def _manifest(folder: Path) -> Mapping[str, Any] | None:
-    path = folder / _MANIFEST
+    """The folder's manifest through the one reader (engines/models/manifest.py); None when unusable."""
     try:
-        data = jsonfile.read_json(path, max_bytes=_MAX_MANIFEST_BYTES)
-    except jsonfile.JsonFileError:
+        return read_manifest(folder, require_schema=False).data
+    except ModelError:
         return None
-    return data if isinstance(data, dict) else None
 
 
 def is_quantized(manifest: Mapping[str, Any]) -> bool:

@@ -12,9 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from engines import jsonfile, runtime
+from engines import runtime
 from engines.errors import CancelledError, InputContractError, ModelError
 from engines.models import trial
+from engines.models.manifest import read_manifest
 from engines.models.paths import resolve_inside
 from engines.models.safety import inspect_onnx
 from engines.runtime.compiled_cache import CompiledModelCache, ProgressCallback
@@ -58,28 +59,23 @@ class ClassifierSpec:
             raise ModelError(
                 f"{root} has no manifest.json.", "Import the classifier so NPU Studio knows its inputs and labels."
             )
-        try:
-            manifest = jsonfile.read_object(manifest_path)
-            spec = manifest["classifier"]
-            if not isinstance(spec, dict):
-                raise TypeError(f"its classifier section is a {type(spec).__name__}, not an object")
-            model_entry = next(
-                (f for f in manifest.get("files", []) if str(f["path"]).endswith(".onnx")), {"path": "model.onnx"}
-            )
-            model_file = str(model_entry["path"])
-            declared = model_entry.get("size")
-            labels_name = str(spec.get("labels", "labels.txt"))
-            pre = Preprocess.from_manifest(spec)
-        except jsonfile.JsonFileError as exc:
+        manifest = read_manifest(root, require_schema=False)
+        spec = manifest.classifier
+        if spec is None:
             raise ModelError(
-                f"The manifest in {root} is not valid: {exc.problem}.", "Re-import or rebuild the model."
-            ) from None
+                f"The manifest in {root} is not valid: it has no classifier section.", "Re-import or rebuild the model."
+            )
+        entry = manifest.model_entry()
+        model_file, declared = entry.path, entry.size
+        labels_name = str(spec.get("labels", "labels.txt"))
+        try:
+            pre = Preprocess.from_manifest(dict(spec))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ModelError(f"The manifest in {root} is not valid: {exc}", "Re-import or rebuild the model.") from exc
         model_path = resolve_inside(root, model_file, what=f"The manifest in {root}")
         # The labels are shown to the user: a manifest must not make NPU Studio read files elsewhere.
         labels_file = resolve_inside(root, labels_name, what=f"The labels file named by the manifest in {root}")
-        declared_bytes = int(declared) if isinstance(declared, int) else None
+        declared_bytes = declared
         # Before any session in this process: the static checks, then a graph that hangs or crashes does
         # it in a bounded child (engines/models/trial.py).
         inspect_onnx(model_path, declared_bytes)
@@ -91,8 +87,8 @@ class ClassifierSpec:
             input_name=spec.get("input"),
             output_name=spec.get("output"),
             output_kind=str(spec.get("output_kind", "logits")),
-            name=str(manifest.get("name", root.name)),
-            quantized=str(manifest.get("precision", "fp32")).startswith("qdq"),
+            name=manifest.name,
+            quantized=manifest.quantized,
             declared_bytes=declared_bytes,
         )
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import math
 import os
 import warnings
 from dataclasses import dataclass
@@ -60,15 +61,28 @@ class Preprocess:
 
     @classmethod
     def from_manifest(cls, spec: dict[str, object]) -> Preprocess:
+        """ValueError (never TypeError/OverflowError) for any value a hand-edited manifest may hold."""
+
+        def number(value: object, key: str) -> float:
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                raise ValueError(f"'{key}' must hold finite numbers (found {value!r:.40})")
+            return float(value)
+
+        def whole(value: object, key: str, top: int) -> int:
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
+                raise ValueError(f"'{key}' must be a whole number from 1 to {top} (found {value!r:.40})")
+            return value
+
         def triple(key: str, default: tuple[float, float, float]) -> tuple[float, float, float]:
             value = spec.get(key, default)
             if not isinstance(value, list | tuple) or len(value) != 3:
                 raise ValueError(f"'{key}' must be a list of 3 numbers")
-            return (float(value[0]), float(value[1]), float(value[2]))
+            return (number(value[0], key), number(value[1], key), number(value[2], key))
 
         size = spec.get("input_size", [224, 224])
         if not isinstance(size, list | tuple) or len(size) != 2:
             raise ValueError("'input_size' must be [height, width]")
+        height, width = whole(size[0], "input_size", 4096), whole(size[1], "input_size", 4096)
         resample = str(spec.get("resample", "bicubic"))
         if resample not in _RESAMPLE:
             raise ValueError(f"'resample' must be one of {', '.join(_RESAMPLE)}")
@@ -78,11 +92,11 @@ class Preprocess:
         color = str(spec.get("color", "RGB")).upper()
         if color not in {"RGB", "BGR"}:
             raise ValueError("'color' must be RGB or BGR")
-        resize_shorter = spec.get("resize_shorter", max(int(size[0]), int(size[1])))
+        resize_shorter = whole(spec.get("resize_shorter", max(height, width)), "resize_shorter", 8192)
         check_normalisation(triple("mean", (127.0, 127.0, 127.0)), triple("std", (128.0, 128.0, 128.0)))
         return cls(
-            input_size=(int(size[0]), int(size[1])),
-            resize_shorter=int(resize_shorter),  # type: ignore[call-overload]
+            input_size=(height, width),
+            resize_shorter=resize_shorter,
             resample=resample,
             mean=triple("mean", (127.0, 127.0, 127.0)),
             std=triple("std", (128.0, 128.0, 128.0)),

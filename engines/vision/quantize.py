@@ -42,6 +42,7 @@ from engines.models.manifest import (
 )
 from engines.models.paths import resolve_inside
 from engines.models.safety import inspect_onnx
+from engines.types import IMAGE_SUFFIXES
 from engines.vision.images import Preprocess, crop_aspect, load_rgb, resize_and_crop, to_tensor
 from engines.vision.scores import to_probabilities
 
@@ -49,7 +50,6 @@ log = logging.getLogger(__name__)
 
 ACTIVATION_TYPES = ("uint8", "uint16")
 WEIGHT_TYPES = ("uint8", "int8")
-PHOTO_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp"})
 MODEL_NAME = "model.onnx"
 _QUANT_TYPES = {"uint8": "QUInt8", "uint16": "QUInt16", "int8": "QInt8"}
 
@@ -291,7 +291,7 @@ def find_photos(folder: str | os.PathLike[str]) -> list[Path]:
     root = Path(folder)
     if not root.is_dir():
         raise ImageError(f"Calibration folder not found: {root}", "Give a folder of photos like the ones you classify.")
-    photos = sorted(p for p in root.iterdir() if p.is_file() and p.suffix.lower() in PHOTO_SUFFIXES)
+    photos = sorted(p for p in root.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
     if not photos:
         raise ImageError(f"No photos in {root}.", "Put a few JPEG or PNG photos there (10 or more is better).")
     return photos

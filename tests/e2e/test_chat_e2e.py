@@ -57,7 +57,7 @@ def test_npu_request_falls_back_visibly_on_this_machine(demo_chat_model: Path) -
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["stats"]["fell_back"] is True
     strict = cli("chat", "--prompt", QUESTION, "--device", "npu", "--strict")
-    assert strict.returncode == 2 and "No NPU is available for chat" in strict.stderr
+    assert strict.returncode == 2 and "No usable NPU for chat" in strict.stderr
 
 
 def test_multi_turn_prefills_each_turns_own_tokens(model: ChatModel) -> None:

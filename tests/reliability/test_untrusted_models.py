@@ -268,7 +268,7 @@ def test_the_traps_are_on_the_classifier_path(
     """Control: a clean folder does reach InferenceSession, so the traps above can see a native load."""
     folder = colour_classifier(tmp_path / "clean")
     code, _ = _cli(["classify", str(photo), "--model", str(folder), "--device", "cpu"], capsys)
-    assert code != 0 and native_guard.calls and native_guard.calls[0].startswith("onnxruntime.InferenceSession")
+    assert code != 0 and any(c.startswith("onnxruntime.InferenceSession") for c in native_guard.calls)
 
 
 # --- chat --model EVIL_DIR --------------------------------------------------------------------------
@@ -549,7 +549,7 @@ def test_the_traps_are_on_the_import_path(
     """Control: a clean classifier import gets as far as opening the model on the CPU."""
     folder = colour_classifier(tmp_path / "clean")
     code, _ = _cli(["models", "import", str(folder)], capsys)
-    assert code != 0 and native_guard.calls and native_guard.calls[0].startswith("onnxruntime.InferenceSession")
+    assert code != 0 and any(c.startswith("onnxruntime.InferenceSession") for c in native_guard.calls)
     assert _nothing_imported() == []
 
 

@@ -72,6 +72,8 @@ def test_an_overlong_draft_is_counted_refused_and_kept(make_studio: Any, qtbot: 
     assert any("too long" in m or "tokens" in m for m in view.banners.messages())
     view.composer.set_exact_count(paste, 3000)  # the tokenizer's count replaces the estimate
     assert view.composer.draft_label.text().startswith("Draft: 3,000 tokens")
+    view.input.setPlainText("A short question")  # the draft fits now: the refusal goes
+    assert view.banners.messages() == []
 
 
 def test_a_message_the_engine_finds_too_long_is_taken_back_into_the_box(make_studio: Any, qtbot: Any) -> None:
