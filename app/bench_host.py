@@ -17,7 +17,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 
 from app import paths
 from app.bench_history import BenchHistory
-from app.hosts import Host, Worker
+from app.jobs import Host, Worker
 from engines.bench.data import CHAT, VISION, BenchConfig, BenchModel, BenchProgress
 from engines.errors import CancelledError, StudioError
 from engines.types import CancelToken

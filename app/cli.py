@@ -45,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run_gui(args: argparse.Namespace) -> int:
-    from app.gui import run_gui
+    from app.launch import run_gui
 
     return run_gui(self_test=bool(args.self_test), screenshots=args.screenshots, report=args.report)
 

@@ -14,19 +14,17 @@ import logging
 import os
 import sys
 import tempfile
-import threading
 import time
-import traceback
 from collections.abc import Callable
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from PySide6.QtCore import QByteArray, QObject, Qt, QTimer
-from PySide6.QtWidgets import QApplication, QMessageBox
+from PySide6.QtWidgets import QApplication
 
 from app import __version__, paths
 from app.bench_host import BenchHost, load_bench_view, wire_bench_view
+from app.device_offers import DeviceOffers
 from app.hosts import ChatHost, DevicesHost, VisionHost
 from app.models_host import ModelsHost, wire_models_view
 from app.settings import Settings, load_settings, save_settings
@@ -41,6 +39,7 @@ from ui.classify_parts import sample_photos
 from ui.classify_view import ClassifyView
 from ui.device_picker import DeviceChoiceModel
 from ui.devices_view import DevicesView
+from ui.layout_check import check_layout
 from ui.main_window import MainWindow
 from ui.models_view import ModelsView
 from ui.screen_fit import fit_window
@@ -54,6 +53,11 @@ log = logging.getLogger(__name__)
 PROCESS_STARTED = time.time()  # close enough to process start: app.gui is imported first thing by `gui`
 CLOSE_GRACE_MS = 3000  # how long a close waits for running work to report back after the cancel
 SAVE_DELAY_MS = 500
+
+
+def headless() -> bool:
+    """No real screen (offscreen or minimal Qt platform): tests, the self-test, CI."""
+    return os.environ.get("QT_QPA_PLATFORM", "") in {"offscreen", "minimal"}
 
 
 def model_folder(name: str) -> Path:
@@ -121,6 +125,10 @@ class Studio(QObject):
         )
         self.chat_view.set_enter_sends(self.settings.chat_enter_sends)
         self.chat_view.reopen(self.settings.last_conversation)
+        # A device failing mid-run: the retry offers of the Classify and Chat views (app/device_offers.py).
+        self.offers = DeviceOffers(
+            self.classify_view, self.chat_view, self.choice_model, self.vision, lambda: self.settings.top_k
+        )
         self.window.add_view("devices", "Devices", "devices", self.devices_view)
         self.window.add_view("classify", "Classify", "classify", self.classify_view)
         self.window.add_view("chat", "Chat", "chat", self.chat_view)
@@ -212,7 +220,7 @@ class Studio(QObject):
         cv.cancel_requested.connect(self.vision.cancel)
         self.vision.status.connect(lambda t: w.set_status("vision", t))
         wire_classify(cv, self.vision)
-        self.vision.failed.connect(self._on_vision_failed)
+        self.vision.failed.connect(self.offers.on_vision_failed)
 
         # chat
         ch.generate_requested.connect(self.chat.generate)
@@ -230,7 +238,7 @@ class Studio(QObject):
         self.chat.text_generated.connect(ch.on_text)
         self.chat.generation_finished.connect(ch.on_finished)
         self.chat.cancelled.connect(ch.on_cancelled)
-        self.chat.failed.connect(self._on_chat_failed)
+        self.chat.failed.connect(self.offers.on_chat_failed)
 
         self.choice_model.changed.connect(self._on_choice_changed)
         wire_status(w, cv, self.chat, self.vision)
@@ -266,7 +274,7 @@ class Studio(QObject):
         geometry = QByteArray.fromBase64(self.settings.window_geometry.encode("ascii", "ignore"))
         restored = not geometry.isEmpty() and w.restoreGeometry(geometry)
         self.open_maximized = fit_window(w, restored)  # first size from the screen; maximized when small
-        if _headless():
+        if headless():
             # Offscreen there is no real screen to fit (its 800x600 is a placeholder): the smallest
             # laptop size the app promises, so that headless runs and tests see that layout.
             self.open_maximized = False
@@ -284,6 +292,14 @@ class Studio(QObject):
             self.window.showMaximized()
         else:
             self.window.show()
+
+    def apply_theme_live(self, theme: str) -> None:
+        """Switch the theme of the running app (views, icons, charts follow); does not change the setting."""
+        apply_theme(self.app, theme)
+
+    def check_layout(self) -> list[Any]:
+        """Layout problems of the window as it is now (see ui.layout_check)."""
+        return check_layout(self.window)
 
     def show_shortcuts(self) -> None:
         ShortcutsSheet(self.window.shortcuts(), self.window).exec()
@@ -347,7 +363,7 @@ class Studio(QObject):
             self.classify_view.show_error(missing_model_error(self.settings.classifier, "image classifier"))
             return
         choice = self.choice_model.choice()
-        self._last_classify: tuple[Any, ...] = ("paths", list(paths_), folder, choice)
+        self.offers.remember_classify("paths", list(paths_), folder, choice)
         self.vision.classify(paths_, folder, choice, self.settings.top_k)
         self._remember_open_dir()
 
@@ -357,7 +373,7 @@ class Studio(QObject):
             self.classify_view.show_error(missing_model_error(self.settings.classifier, "image classifier"))
             return
         choice = self.choice_model.choice()
-        self._last_classify = ("bytes", (data, name), folder, choice)
+        self.offers.remember_classify("bytes", (data, name), folder, choice)
         self.vision.classify_bytes(data, name, folder, choice, self.settings.top_k)
 
     def _remember_open_dir(self) -> None:
@@ -398,51 +414,6 @@ class Studio(QObject):
         usable = [d for d in report.devices if d.usable]
         kinds = ", ".join(dict.fromkeys(d.type.value for d in usable)) or "none"
         self.window.set_device_summary(f"ONNX Runtime {report.ort_version} · usable: {kinds}")
-
-    def _on_vision_failed(self, error: object) -> None:
-        banner = self.classify_view.show_error(error)
-        offer = getattr(error, "offer", None)  # a device failed mid-run: offer the next usable device
-        last = getattr(self, "_last_classify", None)
-        if banner is None or offer is None or not offer.alternatives or last is None:
-            return
-        from engines.runtime.fallback import describe
-
-        target = offer.alternatives[0]
-        banner.add_action(f"Retry on {describe(target)}", lambda: self._retry_classify(target))
-
-    def _on_chat_failed(self, error: object) -> None:
-        ch = self.chat_view
-        answering = ch.generating
-        if answering:
-            ch.on_failed(error)
-        else:
-            ch.on_model_failed(error)
-        if answering and self._device_failed(error) and self.choice_model.choice().policy.value != "cpu":
-            banner = ch.banners.show_error(error)  # the banner on_failed showed (banners are shown once)
-            banner.add_action("Retry on the CPU", self._retry_chat_on_cpu)
-
-    @staticmethod
-    def _device_failed(error: object) -> bool:
-        """Whether a failure came from the device (lost, out of memory, driver), not the input or model:
-        the error's own fields say so (they cross the chat process pipe intact)."""
-        from engines.errors import DeviceUnavailableError
-
-        return bool(getattr(error, "device_failure", False)) or isinstance(error, DeviceUnavailableError)
-
-    def _retry_chat_on_cpu(self) -> None:
-        """The device failed mid-answer: the chat moves to the CPU and the answer is written again."""
-        self.choice_model.set_text("cpu")  # reloads the chat model on the CPU (queued before the answer)
-        self.chat_view.regenerate()
-
-    def _retry_classify(self, choice: DeviceChoice) -> None:
-        kind, what, folder, _failed = self._last_classify
-        # The retry moves the shared choice too, so that every view says where work runs now.
-        self.choice_model.set_text(choice.ep or choice.policy.value)
-        self._last_classify = (kind, what, folder, choice)
-        if kind == "paths":
-            self.vision.classify(what, folder, choice, self.settings.top_k)
-        else:
-            self.vision.classify_bytes(what[0], what[1], folder, choice, self.settings.top_k)
 
     def _on_choice_changed(self, choice: DeviceChoice) -> None:
         self.settings.device = self.choice_model.text
@@ -565,11 +536,6 @@ class Studio(QObject):
         return stopped
 
 
-# --------------------------------------------------------------------------------------------
-# Process-wide set-up
-# --------------------------------------------------------------------------------------------
-
-
 def create_application(argv: list[str] | None = None) -> QApplication:
     existing = QApplication.instance()
     if isinstance(existing, QApplication):
@@ -579,127 +545,3 @@ def create_application(argv: list[str] | None = None) -> QApplication:
     QApplication.setApplicationVersion(__version__)
     QApplication.setDesktopFileName("npu-studio")
     return QApplication(argv if argv is not None else sys.argv[:1])
-
-
-class CrashReporter:
-    """The one excepthook: logs every uncaught exception and shows a dialog (once at a time)."""
-
-    def __init__(self, show_dialog: bool) -> None:
-        self.show_dialog = show_dialog
-        self.errors: list[str] = []
-        self._showing = False
-
-    def install(self) -> None:
-        sys.excepthook = self.excepthook
-        threading.excepthook = self.thread_excepthook
-
-    def excepthook(self, exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
-        if issubclass(exc_type, KeyboardInterrupt):
-            app = QApplication.instance()
-            if app is not None:
-                app.quit()
-            return
-        text = "".join(traceback.format_exception(exc_type, exc, tb))
-        log.critical("uncaught exception\n%s", text)
-        self.errors.append(f"{exc_type.__name__}: {exc}")
-        if self.show_dialog and not self._showing:
-            self._showing = True
-            try:
-                self._dialog(exc, text)
-            finally:
-                self._showing = False
-
-    def thread_excepthook(self, args: threading.ExceptHookArgs) -> None:
-        text = "".join(traceback.format_exception(args.exc_type, args.exc_value, args.exc_traceback))
-        log.critical("uncaught exception in thread %s\n%s", getattr(args.thread, "name", "?"), text)
-        self.errors.append(f"{args.exc_type.__name__}: {args.exc_value}")
-
-    def _dialog(self, exc: BaseException, details: str) -> None:
-        from app.logs import log_file
-
-        box = QMessageBox()
-        box.setIcon(QMessageBox.Icon.Critical)
-        box.setWindowTitle("NPU Studio — unexpected error")
-        message = exc.user_text() if isinstance(exc, StudioError) else f"{type(exc).__name__}: {exc}"
-        box.setText(f"Something went wrong: {message}")
-        box.setInformativeText(
-            f"Your conversations are saved. The details are in the log file:\n{log_file()}\n\n"
-            "You can keep working, or quit and start NPU Studio again."
-        )
-        box.setDetailedText(details)
-        keep = box.addButton("Keep working", QMessageBox.ButtonRole.AcceptRole)
-        quit_button = box.addButton("Quit", QMessageBox.ButtonRole.DestructiveRole)
-        box.setDefaultButton(keep)
-        box.exec()
-        if box.clickedButton() is quit_button:
-            app = QApplication.instance()
-            if app is not None:
-                app.quit()
-
-
-def _headless() -> bool:
-    return os.environ.get("QT_QPA_PLATFORM", "") in {"offscreen", "minimal"}
-
-
-def run_gui(self_test: bool = False, screenshots: str | None = None, report: str | None = None) -> int:
-    """`npu-studio` / `npu-studio gui` / `npu-studio --self-test`: run the desktop app."""
-    if self_test and not os.environ.get("NPU_STUDIO_HOME"):
-        # The self-test must not touch the user's settings or conversations.
-        os.environ["NPU_STUDIO_HOME"] = tempfile.mkdtemp(prefix="npu-studio-selftest-")
-    app = create_application()
-    crashes = CrashReporter(show_dialog=not (self_test or _headless()))
-    crashes.install()
-    studio = Studio(app, preload=os.environ.get("NPU_STUDIO_NO_PRELOAD") != "1")
-    studio.crashes = crashes.errors
-    probe = os.environ.get("NPU_STUDIO_STARTUP_PROBE")
-    if probe:
-        _install_startup_probe(studio, Path(probe))
-    runner = None
-    if self_test:
-        from app.selftest import SelfTest
-
-        runner = SelfTest(studio, screenshots=screenshots, report=report)
-        runner.start()
-    studio.show()
-    code = app.exec()
-    if runner is not None:
-        code = runner.exit_code
-    stopped = studio.shutdown()
-    logging.shutdown()
-    if not stopped:
-        # A worker stuck in native code: exit without destroying its running QThread (which would abort).
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-    return code
-
-
-def _install_startup_probe(studio: Studio, out: Path) -> None:
-    """Benchmarks: write when the window was shown (and, with preloading, when the models were ready)."""
-    import json
-
-    state: dict[str, Any] = {"pid": os.getpid()}
-    wait_models = os.environ.get("NPU_STUDIO_STARTUP_WAIT_MODELS") == "1"
-    pending = {"vision", "chat"} if wait_models else set()
-
-    def write_and_maybe_quit() -> None:
-        out.write_text(json.dumps(state), encoding="utf-8")
-        if not pending:
-            QTimer.singleShot(0, studio.window.close)
-
-    def shown() -> None:
-        state["shown_at"] = time.time()
-        state["runtime_loaded_at_show"] = studio.runtime_loaded_at_show
-        write_and_maybe_quit()
-
-    def ready(which: str) -> None:
-        if which in pending:
-            pending.discard(which)
-            state[f"{which}_ready_at"] = time.time()
-            write_and_maybe_quit()
-
-    studio.window.first_shown.connect(shown)
-    studio.vision.model_loaded.connect(lambda *_: ready("vision"))
-    studio.chat.model_loaded.connect(lambda *_: ready("chat"))
-    studio.vision.failed.connect(lambda *_: ready("vision"))
-    studio.chat.failed.connect(lambda *_: ready("chat"))

@@ -10,15 +10,13 @@ that the main window never waits for ONNX Runtime.
 from __future__ import annotations
 
 import logging
-import sys
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QCoreApplication, QObject, QThread, Signal, Slot
+from PySide6.QtCore import QObject, Signal, Slot
 
 from app.chat_process import (
     ChatProcess,
@@ -28,141 +26,14 @@ from app.chat_process import (
     in_process_requested,
     loading_text,
 )
-from app.qtcompat import disconnect, emit, returns_borrowed_bool
+from app.jobs import SHUTDOWN_TIMEOUT_MS, Host, Job, JobContext, Worker, as_studio_error, import_serialized
+from app.qtcompat import emit
 from engines.errors import CancelledError, StudioError
 from engines.types import CancelToken, Classification, DeviceChoice
 
 log = logging.getLogger(__name__)
 
-SHUTDOWN_TIMEOUT_MS = 10_000
-
-
-def as_studio_error(exc: BaseException) -> StudioError:
-    """Anything raised in a worker, as an error with a message a user can read."""
-    if isinstance(exc, StudioError):
-        return exc
-    if isinstance(exc, MemoryError):
-        return StudioError("The computer ran out of memory.", "Close other apps or use a smaller model.")
-    from app.logs import log_file
-
-    return StudioError(
-        f"Unexpected error: {type(exc).__name__}: {exc}",
-        f"NPU Studio kept running. Details are in the log file ({log_file()}).",
-    )
-
-
-# Native extension packages the workers share. Importing one of them from two threads at once can
-# hand one thread a partially initialised module ("cannot load module more than once per process",
-# numpy's "partially initialized module"): CPython's per-module import locks give up on what looks
-# like a deadlock between two packages importing each other's dependencies. So they are imported
-# one thread at a time, before a worker's first job.
-RUNTIME_MODULES = ("numpy", "PIL.Image", "onnxruntime")
-_import_lock = threading.Lock()
-
-
-def import_serialized(*modules: str) -> None:
-    """Import `modules` (default: RUNTIME_MODULES) holding the process-wide import lock."""
-    import importlib
-
-    wanted = [m for m in (modules or RUNTIME_MODULES) if m not in sys.modules]
-    if not wanted:
-        return
-    with _import_lock:
-        for module in wanted:
-            try:
-                importlib.import_module(module)
-            except ImportError as exc:  # reported by the job that needs it, with its own message
-                log.debug("could not import %s: %s", module, exc)
-
-
-class Worker(QObject):
-    """Base worker: runs jobs with one error policy and a closing flag checked before each job."""
-
-    failed = Signal(object)  # StudioError
-    status = Signal(str)  # loading / compiling progress for the status bar ("" when idle)
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.closing = threading.Event()
-
-    def dispose(self) -> None:
-        """Release what the worker holds once its thread has stopped (override)."""
-
-    def run_job(self, name: str, job: Callable[[], None]) -> None:
-        if self.closing.is_set():
-            log.debug("skipping %s: shutting down", name)
-            return
-        try:
-            import_serialized()
-            job()
-        except Exception as exc:  # every failure reaches the UI as a readable message
-            if not isinstance(exc, StudioError):
-                log.exception("%s failed", name)
-            else:
-                log.info("%s failed: %s", name, exc.user_text())
-            emit(self.failed, as_studio_error(exc))
-        finally:
-            emit(self.status, "")
-
-
-class Host(QObject):
-    """Owns a worker and its thread; lives in the GUI thread.
-
-    The worker's signals are relayed by the host's own signals: the relay is a queued connection into
-    the GUI thread, so whatever is connected to a host (widgets, lambdas) runs in the GUI thread.
-    """
-
-    failed = Signal(object)
-    status = Signal(str)
-    RELAYED: tuple[str, ...] = ()
-
-    def __init__(self, worker: Worker, name: str, parent: QObject | None = None) -> None:
-        super().__init__(parent)
-        returns_borrowed_bool()  # measured here, in the GUI thread, before any worker emits
-        self.worker = worker
-        self.qthread = QThread()
-        self.qthread.setObjectName(name)
-        worker.moveToThread(self.qthread)
-        # Tokens of requests that may still be queued or running; cancel() cancels them all.
-        self._tokens: deque[CancelToken] = deque(maxlen=32)
-        for signal in ("failed", "status", *self.RELAYED):
-            getattr(worker, signal).connect(getattr(self, signal))
-
-    def start(self) -> None:
-        # After shutdown() nothing may start the thread again: nobody would stop it before exit.
-        if self.worker.closing.is_set():
-            return
-        if not self.qthread.isRunning():
-            self.qthread.start()
-
-    def new_token(self) -> CancelToken:
-        token = CancelToken()
-        self._tokens.append(token)
-        return token
-
-    def cancel(self) -> None:
-        """Cancel the running request and any queued behind it."""
-        while self._tokens:
-            self._tokens.popleft().cancel()
-
-    def shutdown(self, timeout_ms: int = SHUTDOWN_TIMEOUT_MS) -> bool:
-        """Cancel the current job, drop queued ones, stop the thread and wait. True when it stopped."""
-        self.worker.closing.set()
-        self.cancel()
-        # Nothing a worker says from now on is delivered: results posted to a GUI thread that no longer
-        # runs its event loop would be destroyed during interpreter shutdown, too late to do so safely.
-        for signal in ("failed", "status", *self.RELAYED):
-            disconnect(getattr(self.worker, signal), getattr(self, signal))
-        stopped = True
-        if self.qthread.isRunning():
-            self.qthread.quit()
-            stopped = bool(self.qthread.wait(timeout_ms))
-            if not stopped:
-                log.warning("%s did not stop within %d ms", self.qthread.objectName(), timeout_ms)
-        if stopped:
-            self.worker.dispose()
-        QCoreApplication.removePostedEvents(self)
-        return stopped
+__all__ = ["SHUTDOWN_TIMEOUT_MS", "ChatHost", "DevicesHost", "Host", "VisionHost", "Worker", "as_studio_error"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -178,16 +49,6 @@ class DevicesWorker(Worker):
     def __init__(self) -> None:
         super().__init__()
         self.cancel_download = threading.Event()  # set from the GUI thread
-
-    @Slot()
-    def discover(self) -> None:
-        def job() -> None:
-            emit(self.status, "Loading ONNX Runtime and looking for devices…")
-            from engines.runtime.devices import discover
-
-            emit(self.devices_found, discover())
-
-        self.run_job("device discovery", job)
 
     @Slot(list)
     def download_eps(self, names: list[str]) -> None:
@@ -216,19 +77,26 @@ class DevicesHost(Host):
     download_progress = Signal(str, float)
     downloaded = Signal(object)
     RELAYED = ("devices_found", "download_progress", "downloaded")
-    _discover = Signal()
     _download = Signal(list)
 
     def __init__(self, parent: QObject | None = None) -> None:
         worker = DevicesWorker()
         super().__init__(worker, "devices-host", parent)
         self.worker = worker
-        self._discover.connect(self.worker.discover)
         self._download.connect(self.worker.download_eps)
 
-    def discover(self) -> None:
-        self.start()
-        emit(self._discover)
+    def discover(self) -> Job:
+        """Look for devices (one operation on the generic runner: app/jobs.py)."""
+
+        def find(context: JobContext) -> Any:
+            context.status("Loading ONNX Runtime and looking for devices…")
+            from engines.runtime.devices import discover
+
+            return discover()
+
+        job = self.submit("device discovery", find)
+        job.returned.connect(self.devices_found)
+        return job
 
     def download_eps(self, names: list[str]) -> None:
         self.start()

@@ -13,7 +13,7 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal, Slot
 
 from app import paths
-from app.hosts import Host, Worker
+from app.jobs import Host, Worker
 from engines.errors import CancelledError, StudioError
 from engines.types import CancelToken
 

@@ -61,7 +61,8 @@ class SelfTest(QObject):
         self._timer.timeout.connect(self._tick)
 
     def start(self) -> None:
-        self.studio.window.resize(1280, 820)
+        self.studio.open_maximized = False
+        self.studio.window.resize(1280, 720)
         self._script = self._run()
         self._timer.start()
 
@@ -82,6 +83,7 @@ class SelfTest(QObject):
         yield from self._step("benchmark", self._benchmark)
         yield from self._step("settings", self._settings)
         yield from self._step("views", self._other_views)
+        yield from self._step("layouts", self._layouts)
         yield from self._step("no uncaught errors", self._no_crashes)
         passed = all(step["passed"] for step in self.steps)
         self.exit_code = 0 if passed else 1
@@ -329,6 +331,40 @@ class SelfTest(QObject):
             self.studio.window.show_view(key)
             shots.append((yield from self._screenshot(key)))
         return {"screenshots": shots}
+
+    def _layouts(self) -> Waiting:
+        """Every view at 1280x720, 1366x768, 1920x1080 and 960x540 (200 %), light and dark, and at
+        1.5x in a child process: nothing outside the window, no text cut."""
+        from app.layout_shots import layout_pass, start_scaled_pass
+
+        out = self.screenshots / "layouts" if self.screenshots is not None else None
+        child = start_scaled_pass(out) if out is not None else None
+        report = yield from layout_pass(self.studio, out)
+        layout_shots = list(report["screenshots"])
+        problems = dict(report["problems"])
+        scaled: dict[str, Any] = {}
+        if child is not None and out is not None:
+            deadline = time.monotonic() + STEP_TIMEOUT_S
+            while child.poll() is None and time.monotonic() < deadline:
+                yield
+            if child.poll() is None:
+                child.kill()
+            output = child.communicate()[0] or ""
+            found = out / "layout-scaled.json"
+            if not found.is_file():
+                raise SelfTestFailure(f"the 1.5x layout pass wrote no report: {output[-400:]}")
+            scaled = json.loads(found.read_text(encoding="utf-8"))
+            layout_shots.extend(scaled.get("screenshots", []))
+            problems.update(scaled.get("problems", {}))
+        self.facts["layouts"] = {
+            "problems": problems,
+            "checked": report["checked"] + scaled.get("checked", 0),
+            "screenshots": layout_shots,
+        }
+        if problems:
+            first = next(iter(problems.items()))
+            raise SelfTestFailure(f"{len(problems)} layout(s) with problems, e.g. {first[0]}: {first[1][0]}")
+        return {"checked": report["checked"] + scaled.get("checked", 0), "scaled": bool(scaled)}
 
     def _no_crashes(self) -> Waiting:
         yield

@@ -22,7 +22,7 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal, Slot
 
 from app import paths
-from app.hosts import Host, Worker
+from app.jobs import Host, Worker
 from app.qtcompat import emit
 from engines.errors import StorageError
 from engines.types import IMAGE_SUFFIXES

@@ -45,7 +45,9 @@ _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 @dataclass(frozen=True)
-class Conversation:
+class StoredConversation:
+    """A conversation as stored (its row); the live one that generates is engines.chat's Conversation."""
+
     id: int
     title: str
     created: float
@@ -228,9 +230,9 @@ def _as_text(value: object, column: str) -> str:
     return str(value)
 
 
-def _conversation(row: tuple[Any, ...]) -> Conversation:
+def _conversation(row: tuple[Any, ...]) -> StoredConversation:
     cid, title, created, updated, model, system_prompt, count = row
-    return Conversation(
+    return StoredConversation(
         _as_int(cid, "conversations.id"),
         _as_text(title, "conversations.title"),
         _as_time(created, "conversations.created"),
@@ -470,7 +472,7 @@ class ConversationStore:
 
     # conversations
 
-    def create(self, title: str = DEFAULT_TITLE, model: str = "", system_prompt: str = "") -> Conversation:
+    def create(self, title: str = DEFAULT_TITLE, model: str = "", system_prompt: str = "") -> StoredConversation:
         now = time.time()
         title, model, system_prompt = _clean_title(title), _clean_text(model), _clean_text(system_prompt)
         with self._write("create a conversation") as db:
@@ -480,9 +482,9 @@ class ConversationStore:
             )
             new_id = cursor.lastrowid
         assert new_id is not None
-        return Conversation(new_id, title, now, now, model, system_prompt, 0)
+        return StoredConversation(new_id, title, now, now, model, system_prompt, 0)
 
-    def list(self, search: str = "") -> builtins.list[Conversation]:
+    def list(self, search: str = "") -> builtins.list[StoredConversation]:
         """Newest first. ``search`` matches (case-insensitively) the title or any message's text."""
         needle = _fold(search.strip()) if isinstance(search, str) else ""
         sql = f"SELECT {_CONVERSATION_COLUMNS} FROM conversations c"
@@ -496,7 +498,7 @@ class ConversationStore:
         sql += " ORDER BY c.updated DESC, c.id DESC"
         return [_conversation(row) for row in self._query("list conversations", sql, params)]
 
-    def get(self, conversation_id: int) -> Conversation:
+    def get(self, conversation_id: int) -> StoredConversation:
         rows = self._query(
             "read the conversation",
             f"SELECT {_CONVERSATION_COLUMNS} FROM conversations c WHERE c.id = ?",

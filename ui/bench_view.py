@@ -195,7 +195,7 @@ class BenchView(QWidget):
         self.model_list = QListWidget()
         self.model_list.setMaximumHeight(78)
         self.model_list.setMinimumWidth(330)
-        self.model_list.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        self.model_list.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.model_list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.model_list.itemChanged.connect(lambda _item: self._update_buttons())
         grid.addWidget(self.model_list, 1, 0, 2, 1)
@@ -375,11 +375,15 @@ class BenchView(QWidget):
         self.model_list.blockSignals(True)
         self.model_list.clear()
         for model in self.models:
-            item = QListWidgetItem(f"{model.title}  ·  {'image classifier' if model.kind == 'vision' else 'chat'}")
+            # The folder name tells two builds of one model apart ("...-qdq"); the full title is the tooltip.
+            short = model.title.split(" (", 1)[0]
+            label = short if model.name.lower() == short.lower() else f"{short} · {model.name}"
+            kind = "image classifier" if model.kind == "vision" else "chat"
+            item = QListWidgetItem(f"{label}  ·  {kind}")
             item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
             on = model.folder in checked if checked is not None else self._checked_at_first(model)
             item.setCheckState(Qt.CheckState.Checked if on else Qt.CheckState.Unchecked)
-            item.setToolTip(str(model.folder))
+            item.setToolTip(f"{model.title}\n{model.folder}")
             self.model_list.addItem(item)
         self.model_list.blockSignals(False)
         if not self.models:

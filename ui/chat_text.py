@@ -4,11 +4,14 @@ and the tests read the same words."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from PySide6.QtCore import QCoreApplication
 
+from app.storage import Message
 from engines.types import short_ep_name
+from ui.transcript import Entry
 
 TITLE_CHARS = 48
 
@@ -84,3 +87,44 @@ def answer_chip(ep: str, device: str, stats: dict[str, Any] | None) -> tuple[str
         )
         return ("warn", line, reason or line)
     return ("ok", where, tr("This answer was generated on {where}.").format(where=where))
+
+
+def message_entries(messages: Sequence[Message], generating: bool) -> list[Entry]:
+    """The stored messages as shown: the last question can be edited (and answered again when a failure
+    left it without an answer), the last answer regenerated, or continued when it was cut short."""
+    shown = [m for m in messages if m.role in ("user", "assistant")]
+    last_user = next((m.id for m in reversed(shown) if m.role == "user"), None)
+    entries: list[Entry] = []
+    for index, message in enumerate(shown):
+        is_last = index == len(shown) - 1
+        if message.role == "user":
+            actions: tuple[str, ...] = ("copy",)
+            if message.id == last_user:
+                answerable = is_last and not generating
+                actions = ("copy", "edit", "regenerate") if answerable else ("copy", "edit")
+            entries.append(Entry(message.id, "user", message.text, actions=actions))
+            continue
+        actions = ("copy",)
+        if is_last:
+            can_continue = message.stop_reason in ("length", "cancelled") and message.id >= 0
+            actions = ("copy", "continue", "regenerate") if can_continue else ("copy", "regenerate")
+        entries.append(
+            Entry(
+                message.id,
+                "assistant",
+                message.text,
+                meta=message.model,
+                footer=stats_line(message.stats) if message.stats else "",
+                state={"cancelled": "stopped", "error": "error"}.get(message.stop_reason, ""),
+                actions=actions,
+                chip=answer_chip(message.ep, message.device, message.stats),
+            )
+        )
+    return entries
+
+
+def answer_entry(key: int, text: str, info: dict[str, Any], state: str, footer: str = "") -> Entry:
+    """The answer being written, on the loaded model."""
+    ep = str(info.get("ep", ""))
+    chip = ("neutral", short_ep_name(ep), "") if ep else ("", "", "")
+    return Entry(key, "assistant", text, meta=str(info.get("name", "")), footer=footer, state=state, chip=chip)

@@ -33,12 +33,13 @@ from PySide6.QtWidgets import (
 )
 
 from app.qtcompat import emit
-from app.storage import DEFAULT_TITLE, Conversation, ConversationStore, Message
+from app.storage import DEFAULT_TITLE, ConversationStore, Message, StoredConversation
 from engines.errors import ContextOverflowError, StudioError
 from engines.types import DeviceChoice, Placement, short_ep_name
+from ui.chat_banners import ChatBanners
 from ui.chat_composer import Composer
 from ui.chat_state import ChatInputs, derive
-from ui.chat_text import answer_chip, starter_prompts, stats_line, title_from
+from ui.chat_text import answer_entry, message_entries, starter_prompts, stats_line, title_from
 from ui.conversation_list import ConversationList
 from ui.device_picker import DeviceChoiceModel, DevicePicker
 from ui.generation_panel import GenerationPanel
@@ -47,7 +48,7 @@ from ui.model_picker import ModelPicker
 from ui.placement_chip import PlacementChip
 from ui.theme import colors
 from ui.transcript import Entry, Transcript
-from ui.widgets import MARGIN, SPACING, Banner, BannerArea, Spinner, ViewHeader, error_text
+from ui.widgets import MARGIN, SPACING, BannerArea, Spinner, ViewHeader, error_text
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +81,7 @@ class ChatView(QWidget):
     ) -> None:
         super().__init__(parent)
         self.store = store
-        self.conversation: Conversation | None = None
+        self.conversation: StoredConversation | None = None
         self.messages: list[Message] = []
         # Answers the store refused (a read-only or full disk): kept on screen, stored when it works again.
         self._unsaved: list[Message] = []
@@ -92,15 +93,13 @@ class ChatView(QWidget):
         self.last_export_dir = ""
         self.kind = ""  # the request being answered: send | regenerate | edit | continue
         self.inputs = ChatInputs(choice=choice_model.choice())
-        self._state_banners: dict[tuple[str, str], Banner] = {}
-        self._dismissed: set[tuple[str, str]] = set()  # state banners the user closed (until the state changes)
-        self._notices: list[tuple[str, Banner]] = []  # banners of a moment: ("busy" | "refusal", banner)
         self._refused_text = ""  # a draft the engine refused (too long): put back into the box
         self._render_timer = QTimer(self)
         self._render_timer.setSingleShot(True)
         self._render_timer.timeout.connect(self._render_stream)
         self._render_interval_ms = MIN_RENDER_INTERVAL_MS
         self._build(choice_model)
+        self.state_banners = ChatBanners(self.banners, self._banner_read)
         self._icons_dark = colors().dark
         self.panel.set_prompt(system_prompt)
         self.panel.set_options(options or {})
@@ -386,24 +385,11 @@ class ChatView(QWidget):
             self.input.clear()
 
     def _busy_notice(self, hint: str) -> None:
-        self._notice("busy", self.banners.show_message(tr("An answer is still coming."), hint))
-
-    def _notice(self, kind: str, banner: Banner) -> None:
-        notice = (kind, banner)
-        if notice not in self._notices:
-            self._notices.append(notice)
-            banner.closed.connect(lambda: self._notices.remove(notice) if notice in self._notices else None)
-
-    def _drop_notices(self, kind: str) -> None:
-        """Notices that belong to a passing moment go with it ("still coming" when the answer ends, a
-        refused draft once the draft fits)."""
-        for notice in [n for n in self._notices if n[0] == kind]:
-            self._notices.remove(notice)
-            notice[1].dismiss()
+        self.state_banners.notice("busy", tr("An answer is still coming."), hint)  # goes when the answer ends
 
     def _draft_edited(self) -> None:
         if not self.composer.too_long():
-            self._drop_notices("refusal")
+            self.state_banners.drop("refusal")
 
     def send_text(self, text: str) -> bool:
         """Send `text` (or the edited last message). True when a request went out. A message that
@@ -419,11 +405,10 @@ class ChatView(QWidget):
         if refusal:
             if self.input.toPlainText().strip() != text:
                 self.input.setPlainText(text)
-            self._drop_notices("refusal")
-            banner = self.banners.show_message(
-                refusal, tr("Shorten it, or send it in parts. Your text is still in the box."), "error"
+            self.state_banners.drop("refusal")
+            self.state_banners.notice(
+                "refusal", refusal, tr("Shorten it, or send it in parts. Your text is still in the box."), "error"
             )
-            self._notice("refusal", banner)
             self.input.setFocus()
             return False
         self.panel.flush()
@@ -580,7 +565,7 @@ class ChatView(QWidget):
         self.model_spinner.start()
         self.inputs.loading = text
         self.inputs.model_error = None  # a new load: the last load's error no longer holds
-        self._state_changed()
+        self.state_banners.reset()
         self.rederive()
 
     def on_model_loaded(self, info: dict[str, Any]) -> None:
@@ -589,7 +574,7 @@ class ChatView(QWidget):
         self.inputs.loading = ""
         self.inputs.info = dict(info)
         self.inputs.model_error = None
-        self._state_changed()
+        self.state_banners.reset()
         defaults = info.get("default_options")
         if isinstance(defaults, dict):
             self.panel.set_defaults(defaults)
@@ -604,7 +589,7 @@ class ChatView(QWidget):
         self.inputs.loading = ""
         self.inputs.info = {}
         self.inputs.model_error = error
-        self._state_changed()
+        self.state_banners.reset()
         self.rederive()
 
     def on_tokens_counted(self, text: str, tokens: int) -> None:
@@ -622,28 +607,15 @@ class ChatView(QWidget):
             self.model_badge.set_placement(state.placement)  # asked: what the model was loaded for
         else:
             self.model_badge.set_state(state.chip_kind, state.chip_text, state.chip_details)
-        wanted = {(b.message, b.hint): b for b in state.banners}
-        for key, banner in list(self._state_banners.items()):
-            if key not in wanted:
-                del self._state_banners[key]
-                banner.dismiss()
-        for key, spec in wanted.items():
-            if key not in self._state_banners and key not in self._dismissed:
-                banner = self.banners.show_message(spec.message, spec.hint, spec.severity)
-                self._state_banners[key] = banner
-                banner.closed.connect(lambda k=key: self._banner_closed(k))
+        self.state_banners.sync(state.banners)
 
-    def _banner_closed(self, key: tuple[str, str]) -> None:
-        if self._state_banners.pop(key, None) is None:
-            return  # closed by rederive(): its state went
+    def _banner_read(self, key: tuple[str, str]) -> bool:
+        """The user closed a state banner: a failed answer's error is then read (it goes); a model's
+        state stays, its banner closed until that state changes."""
         if self.inputs.answer_error is not None and error_text(self.inputs.answer_error) == key:
-            self.inputs.answer_error = None  # the user has read the failed answer's error
-        else:
-            self._dismissed.add(key)  # a model's state: stays closed until the model state changes
-
-    def _state_changed(self) -> None:
-        """A new load or placement: banners the user closed may be shown again if they recur."""
-        self._dismissed.clear()
+            self.inputs.answer_error = None
+            return True
+        return False
 
     def on_generation_started(self, conversation_id: int) -> None:
         if self.generating and self.conversation is not None and conversation_id == self.conversation.id:
@@ -736,7 +708,7 @@ class ChatView(QWidget):
         self._save_answer(text, stop_reason, data)
         self.generating = False
         self.inputs.generating = False
-        self._drop_notices("busy")
+        self.state_banners.drop("busy")
         if not state:
             self.inputs.answer_error = None  # an answer came: the last failure no longer holds
         self._reload_messages()
@@ -812,48 +784,11 @@ class ChatView(QWidget):
                 still.append(m)
         self._unsaved = still
 
-    def _entry(self, message: Message, index: int) -> Entry:
-        last_user = self._last_user()
-        if message.role == "user":
-            actions: tuple[str, ...] = ("copy",)
-            if last_user is not None and message.id == last_user.id:
-                # A last message left without an answer (a failure that stored none) can be answered again.
-                unanswered = index == len(self.messages) - 1 and not self.generating
-                actions = ("copy", "edit", "regenerate") if unanswered else ("copy", "edit")
-            return Entry(message.id, "user", message.text, actions=actions)
-        is_last = index == len(self.messages) - 1
-        state = {"cancelled": "stopped", "error": "error"}.get(message.stop_reason, "")
-        actions = ("copy",)
-        if is_last:
-            can_continue = message.stop_reason in ("length", "cancelled") and message.id >= 0
-            actions = ("copy", "continue", "regenerate") if can_continue else ("copy", "regenerate")
-        return Entry(
-            message.id,
-            "assistant",
-            message.text,
-            meta=message.model,
-            footer=stats_line(message.stats) if message.stats else "",
-            state=state,
-            actions=actions,
-            chip=answer_chip(message.ep, message.device, message.stats),
-        )
-
     def _entry_for_answer(self, state: str, footer: str) -> Entry:
-        info = self.model_info
-        ep = str(info.get("ep", ""))
-        chip = ("neutral", short_ep_name(ep), "") if ep else ("", "", "")
-        return Entry(
-            self.answer_id or -1,
-            "assistant",
-            self.answer_text,
-            meta=str(info.get("name", "")),
-            footer=footer,
-            state=state,
-            chip=chip,
-        )
+        return answer_entry(self.answer_id or -1, self.answer_text, self.model_info, state, footer)
 
     def _render_all(self) -> None:
-        entries = [self._entry(m, i) for i, m in enumerate(self.messages) if m.role in ("user", "assistant")]
+        entries = message_entries(self.messages, self.generating)
         if self.generating:
             if entries and self.answer_id is not None and entries[-1].key == self.answer_id:
                 entries.pop()

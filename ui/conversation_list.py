@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.qtcompat import emit
-from app.storage import Conversation
+from app.storage import StoredConversation
 from ui.icons import icon
 from ui.theme import colors
 
@@ -141,7 +141,7 @@ class ConversationList(QWidget):
         self.list.addAction(delete)
         self._filling = False
 
-    def set_conversations(self, conversations: Sequence[Conversation], current: int | None) -> None:
+    def set_conversations(self, conversations: Sequence[StoredConversation], current: int | None) -> None:
         self._filling = True
         try:
             self.list.clear()

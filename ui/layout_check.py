@@ -74,7 +74,8 @@ def _label_cut(label: QLabel) -> str:
         needed = label.heightForWidth(label.width())
         if needed > label.height() + SLACK:
             return f"wrapped text needs {needed} px of height, has {label.height()}"
-        longest = max((metrics.horizontalAdvance(word) for word in text.split()), default=0)
+        words = text.replace("\u200b", " ").split()  # a zero-width space is a break opportunity
+        longest = max((metrics.horizontalAdvance(word) for word in words), default=0)
         if longest > room + SLACK:
             return f"a word needs {longest} px, the label is {room} px wide"
         return ""

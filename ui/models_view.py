@@ -60,8 +60,9 @@ def _table(columns: Sequence[str]) -> QTableWidget:
     table.setAlternatingRowColors(True)
     table.setWordWrap(False)
     header = table.horizontalHeader()
+    # Names are shown whole (never "efficie…"); a narrow window scrolls the table sideways instead.
     header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-    header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)  # names are long; the facts stay visible
+    header.setStretchLastSection(True)
     header.setMinimumSectionSize(48)
     return table
 

@@ -228,8 +228,8 @@ class SettingsView(QWidget):
         form.addRow("Theme", self.theme_box)
         card.body.addLayout(form)
         card.body.addWidget(muted_label(
-            "System follows your OS (light or dark) while the app runs; icons take a new theme's colours "
-            "the next time NPU Studio starts."))
+            "System follows your OS (light or dark) while the app runs; every view, icon and chart "
+            "changes at once."))
         return card
 
     def _devices(self) -> Card:
@@ -585,7 +585,8 @@ class SettingsView(QWidget):
         self._diagnostics_idle()
         self.last_export = result.path
         checks = f"checks: {result.summary}" if result.summary else "no checks ran"
-        text = f"Saved <b>{rich_text(result.path)}</b> ({rich_text(checks)}, {result.seconds:.1f} s)."
+        name = Path(result.path).name or result.path  # the whole path is the tooltip: it is one long "word"
+        text = f"Saved <b>{rich_text(name)}</b> ({rich_text(checks)}, {result.seconds:.1f} s)."
         if result.failed_checks:
             text += " Some checks failed: the report in the zip says which and why."
         self.diagnostics_label.setText(text)

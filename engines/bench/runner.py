@@ -54,7 +54,7 @@ from engines.types import CPU_EP, CancelToken, DeviceChoice, DeviceType, Placeme
 
 log = logging.getLogger(__name__)
 
-ProgressCallback = Callable[[BenchProgress], None]
+BenchProgressCallback = Callable[[BenchProgress], None]
 ResultCallback = Callable[[DeviceResult], None]
 Clock = Callable[[], float]
 
@@ -171,7 +171,7 @@ class ResourceMeter:
 class _Reporter:
     """Turns per-job fractions into overall progress for the callback."""
 
-    def __init__(self, jobs: int, callback: ProgressCallback | None) -> None:
+    def __init__(self, jobs: int, callback: BenchProgressCallback | None) -> None:
         self.jobs = max(1, jobs)
         self.job = 0
         self.stage = ""
@@ -230,7 +230,7 @@ def _unavailable_reason(report: DiscoveryReport, device: DeviceType) -> str:
 def run_benchmark(
     config: BenchConfig,
     *,
-    on_progress: ProgressCallback | None = None,
+    on_progress: BenchProgressCallback | None = None,
     on_result: ResultCallback | None = None,
     cancel: CancelToken | None = None,
     report: DiscoveryReport | None = None,

@@ -242,7 +242,7 @@ class DownloadProgress:
         return self.done / self.total if self.total else 0.0
 
 
-ProgressCallback = Callable[[DownloadProgress], None]
+DownloadProgressCallback = Callable[[DownloadProgress], None]
 
 
 def resolve_endpoint(endpoint: str | None = None) -> str:
@@ -338,7 +338,7 @@ def download_model(
     bundled_dir: Path | None = None,
     name: str | None = None,
     endpoint: str | None = None,
-    progress: ProgressCallback | None = None,
+    progress: DownloadProgressCallback | None = None,
     cancel: CancelToken | None = None,
 ) -> ModelEntry:
     """Download a catalog model into the library. `allowed` is the user's consent (the setting or a

@@ -44,7 +44,7 @@ _CHUNK = 1 << 20
 IMAGENET_MEAN = (123.675, 116.28, 103.53)
 IMAGENET_STD = (58.395, 57.12, 57.375)
 
-ProgressCallback = Callable[[int, int], None]  # (bytes done, bytes total)
+CopyProgressCallback = Callable[[int, int], None]  # (bytes done, bytes total)
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ def import_model(
     bundled_dir: Path | None = None,
     classifier: ClassifierOptions | None = None,
     details: ImportDetails | None = None,
-    progress: ProgressCallback | None = None,
+    progress: CopyProgressCallback | None = None,
     cancel: CancelToken | None = None,
 ) -> ModelEntry:
     """Import a genai folder, a classifier folder with a manifest, or an `.onnx` classifier (with
@@ -139,7 +139,7 @@ def _stage_and_commit(
     files: Sequence[tuple[Path, str]],
     build_manifest: Callable[[Path, str], dict[str, Any]],
     bundled_dir: Path | None,
-    progress: ProgressCallback | None,
+    progress: CopyProgressCallback | None,
     cancel: CancelToken | None,
 ) -> ModelEntry:
     try:
@@ -170,7 +170,7 @@ def copy_files(
     files: Sequence[tuple[Path, str]],
     dest: Path,
     *,
-    progress: ProgressCallback | None = None,
+    progress: CopyProgressCallback | None = None,
     cancel: CancelToken | None = None,
 ) -> dict[str, str]:
     """Copy (source, relative destination) pairs into `dest`, hashing as it goes; returns {rel: sha256}."""

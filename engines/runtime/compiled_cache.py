@@ -59,7 +59,7 @@ RUNTIME_ONLY_OPTIONS = frozenset(
     }
 )
 
-ProgressCallback = Callable[[str], None]
+StatusCallback = Callable[[str], None]  # plain-language status lines ("Compiling for the NPU…")
 
 
 def needs_cache(ep: str) -> bool:
@@ -286,7 +286,7 @@ class CompiledModelCache:
         key: CacheKey,
         source_model: Path,
         compile_into: Callable[[Path], None],
-        on_progress: ProgressCallback | None = None,
+        on_progress: StatusCallback | None = None,
     ) -> CacheEntry:
         """Compile with `compile_into(context_model_path)` into a temporary folder, add the sidecar, then
         rename the folder into place. Raises what `compile_into` raises (the temporary folder is removed)."""
@@ -436,7 +436,7 @@ def load_through_cache(
     open_model: Callable[[Path], Any],
     compile_into: Callable[[Path], None],
     explain: Callable[[BaseException], str],
-    on_progress: ProgressCallback | None = None,
+    on_progress: StatusCallback | None = None,
 ) -> tuple[Any, CacheOutcome]:
     """Open a session through the cache: a hit loads the context model; a miss compiles it first; a
     cached entry that no longer loads is deleted and rebuilt once, with a notice. When compiling is

@@ -22,7 +22,7 @@ from engines import runtime
 from engines.errors import ModelError, PlacementError, StudioError
 from engines.models.safety import inspect_onnx
 from engines.runtime import compiled_cache, failures
-from engines.runtime.compiled_cache import CacheOutcome, CompiledModelCache, ProgressCallback
+from engines.runtime.compiled_cache import CacheOutcome, CompiledModelCache, StatusCallback
 from engines.runtime.devices import DML_EP, QNN_EP, DiscoveryReport, discover
 from engines.runtime.planning import DeviceSet, plan_device
 from engines.runtime.registration import qnn_backend_path
@@ -227,7 +227,7 @@ def create_session(
     report: DiscoveryReport | None = None,
     *,
     cache: CompiledModelCache | None = None,
-    on_progress: ProgressCallback | None = None,
+    on_progress: StatusCallback | None = None,
     declared_bytes: int | None = None,
 ) -> VerifiedSession:
     """Create an InferenceSession for `choice` and verify where it runs.
@@ -326,7 +326,7 @@ def _open_through_cache(
     settings: SessionSettings,
     report: DiscoveryReport,
     so: Any,
-    on_progress: ProgressCallback | None,
+    on_progress: StatusCallback | None,
 ) -> tuple[Any, CacheOutcome]:
     ep = cache_target_ep(plan)
     if not compiled_cache.needs_cache(ep):

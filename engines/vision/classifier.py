@@ -18,7 +18,7 @@ from engines.models import trial
 from engines.models.manifest import read_manifest
 from engines.models.paths import resolve_inside
 from engines.models.safety import inspect_onnx
-from engines.runtime.compiled_cache import CompiledModelCache, ProgressCallback
+from engines.runtime.compiled_cache import CompiledModelCache, StatusCallback
 from engines.runtime.sessions import SessionSettings, VerifiedSession, create_session
 from engines.types import CPU_EP, CancelToken, Classification, ClassScore, DeviceChoice, Placement
 from engines.vision.images import Preprocess, preprocess
@@ -232,7 +232,7 @@ class ImageClassifier:
         max_batch: int = 8,
         session: VerifiedSession | None = None,
         cache: CompiledModelCache | None = None,
-        on_progress: ProgressCallback | None = None,
+        on_progress: StatusCallback | None = None,
     ) -> None:
         self.spec = spec
         self.choice = choice

@@ -310,7 +310,7 @@ def test_window_geometry_and_view_are_restored(make_studio: Any, qtbot: Any) -> 
 
 @pytest.mark.allow_warnings("uncaught exception")
 def test_uncaught_exceptions_are_logged_and_recorded(caplog: pytest.LogCaptureFixture) -> None:
-    from app.gui import CrashReporter
+    from app.crash import CrashReporter
 
     reporter = CrashReporter(show_dialog=False)
     try:
@@ -432,11 +432,11 @@ def test_a_gpu_lost_mid_answer_offers_the_chat_a_retry_on_the_cpu(make_studio: A
 
 
 def test_the_chat_retry_reads_the_error_fields_not_its_words() -> None:
-    from app.gui import Studio
+    from app.device_offers import device_failed
     from engines.errors import GenerationError
 
     words_only = GenerationError("Generation failed: DirectML error 0x887A0005: the GPU was removed or reset.")
-    assert not Studio._device_failed(words_only), "translated text is never parsed again"
+    assert not device_failed(words_only), "translated text is never parsed again"
     fields = GenerationError("Generation failed: the device stopped.", failure_code="npu-device", device_lost=True)
-    assert Studio._device_failed(fields)
-    assert not Studio._device_failed(GenerationError("The chat template failed on this conversation."))
+    assert device_failed(fields)
+    assert not device_failed(GenerationError("The chat template failed on this conversation."))

@@ -37,6 +37,16 @@ def test_self_test_passes_and_writes_screenshots(tmp_path: Path, demo_classifier
     for path in shots.glob("*.png"):
         with Image.open(path) as image:
             assert image.size[0] >= 980 and image.getextrema() != ((0, 0), (0, 0), (0, 0))
+    # every view at 1280x720 and at 1.5x, light and dark, checked for controls outside and cut text
+    assert steps["layouts"]["passed"], steps["layouts"].get("error")
+    assert data["layouts"]["problems"] == {} and data["layouts"]["checked"] >= 60
+    layouts = shots / "layouts"
+    for theme in ("light", "dark"):
+        for view in ("devices", "classify", "chat", "benchmark", "models", "settings"):
+            with Image.open(layouts / f"layout-1280x720-{theme}-{view}.png") as image:
+                assert image.size == (1280, 720)
+            with Image.open(layouts / f"layout-1.5x-1280x720-{theme}-{view}.png") as image:
+                assert image.size == (1920, 1080)  # 1280x720 logical at 150 %
     assert "self-test passed" in done.stdout
 
 
