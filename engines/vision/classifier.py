@@ -62,9 +62,10 @@ class ClassifierSpec:
         manifest = read_manifest(root, require_schema=False)
         spec = manifest.classifier
         if spec is None:
-            raise ModelError(
-                f"The manifest in {root} is not valid: it has no classifier section.", "Re-import or rebuild the model."
-            )
+            raw = manifest.data.get("classifier")
+            problem = "it has no classifier section" if raw is None else (
+                f"its classifier section is a {type(raw).__name__}, not an object")  # fmt: skip
+            raise ModelError(f"The manifest in {root} is not valid: {problem}.", "Re-import or rebuild the model.")
         entry = manifest.model_entry()
         model_file, declared = entry.path, entry.size
         labels_name = str(spec.get("labels", "labels.txt"))
