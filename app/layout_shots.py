@@ -1,19 +1,17 @@
 """Every view at every size and scale the app promises to fit, light and dark: a screenshot each and
 a layout check (no main control outside the window, no text cut; from widget geometry and font
 metrics). The self-test runs the 1x sizes in its own process and the 1.5x pass in a child process
-(`python -m app.layout_shots OUT`, with QT_SCALE_FACTOR=1.5), since the scale is fixed per process.
+(`python -m app.layout_child OUT`, with QT_SCALE_FACTOR=1.5), since the scale is fixed per process.
 
 Sizes are logical pixels: 1920x1080 at 150 % is 1280x720, at 200 % 960x540.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Generator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -73,52 +71,9 @@ def start_scaled_pass(out: Path, scale: str = "1.5") -> subprocess.Popen[str]:
     env.setdefault("QT_QPA_PLATFORM", "offscreen")
     env["NPU_STUDIO_HOME"] = tempfile.mkdtemp(prefix="npu-studio-layout-")
     return subprocess.Popen(
-        [sys.executable, "-m", "app.layout_shots", str(out)],
+        [sys.executable, "-m", "app.layout_child", str(out)],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m app.layout_shots OUT`: the scaled pass; writes OUT/layout-scaled.json."""
-    from PySide6.QtCore import QTimer
-
-    from app.gui import Studio, create_application
-
-    args = list(sys.argv[1:] if argv is None else argv)
-    out = Path(args[0]) if args else Path("layout-shots")
-    app = create_application()
-    studio = Studio(app, preload=False)
-    studio.show()
-    result: dict[str, Any] = {}
-
-    def run() -> Generator[None, None, None]:
-        deadline = time.monotonic() + 60
-        while not studio.devices_view.devices and time.monotonic() < deadline:
-            yield  # the Devices view shows what discovery found, as a user sees it
-        report = yield from layout_pass(studio, out, SCALED_SIZES)
-        result.update(report)
-
-    script = run()
-    timer = QTimer()
-    timer.setInterval(50)
-
-    def tick() -> None:
-        try:
-            next(script)
-        except StopIteration:
-            timer.stop()
-            app.quit()
-
-    timer.timeout.connect(tick)
-    timer.start()
-    app.exec()
-    studio.shutdown()
-    (out / "layout-scaled.json").write_text(json.dumps(result, indent=2), encoding="utf-8")
-    return 0 if result and not result.get("problems") else 1
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QCoreApplication, Qt, Signal
 from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -51,6 +51,11 @@ from engines.types import Device, DeviceType
 from ui.icons import icon
 from ui.placement_chip import chip_color, chip_icon_name, describe_placement, placement_from_dict
 from ui.widgets import MARGIN, SPACING, BannerArea, Card, EmptyState, ViewHeader, muted_label
+
+
+def tr(text: str) -> str:
+    return QCoreApplication.translate("Benchmark", text)
+
 
 RAN_ON_WIDTH = 280  # the full reason is in the cell's tooltip
 DEFAULT_MODELS = ("efficientnet-lite0", "smollm2-135m-instruct")  # checked at first; others on request
@@ -153,9 +158,11 @@ class BenchView(QWidget):
         layout.setContentsMargins(MARGIN, MARGIN, MARGIN, MARGIN)
         layout.setSpacing(SPACING)
         header = ViewHeader(
-            "Benchmark",
-            "The same model on every device of this machine, side by side, with the overhead against raw "
-            "ONNX Runtime measured in the same run.",
+            tr("Benchmark"),
+            tr(
+                "The same model on every device of this machine, side by side, with the overhead against raw "
+                "ONNX Runtime measured in the same run."
+            ),
         )
         layout.addWidget(header)
         self.banners = BannerArea()
@@ -178,7 +185,7 @@ class BenchView(QWidget):
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         self.table.setWordWrap(False)
         self.table.setMinimumHeight(170)  # the header and four rows
-        self.table.setAccessibleName("Benchmark results")
+        self.table.setAccessibleName(tr("Benchmark results"))
         vertical.addWidget(self.table)
         vertical.setStretchFactor(0, 2)
         vertical.setStretchFactor(1, 1)
@@ -191,7 +198,7 @@ class BenchView(QWidget):
         grid = QGridLayout()
         grid.setHorizontalSpacing(18)
         grid.setVerticalSpacing(6)
-        grid.addWidget(muted_label("Models", word_wrap=False), 0, 0)
+        grid.addWidget(muted_label(tr("Models"), word_wrap=False), 0, 0)
         self.model_list = QListWidget()
         self.model_list.setMaximumHeight(78)
         self.model_list.setMinimumWidth(330)
@@ -199,7 +206,7 @@ class BenchView(QWidget):
         self.model_list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.model_list.itemChanged.connect(lambda _item: self._update_buttons())
         grid.addWidget(self.model_list, 1, 0, 2, 1)
-        grid.addWidget(muted_label("Devices", word_wrap=False), 0, 1)
+        grid.addWidget(muted_label(tr("Devices"), word_wrap=False), 0, 1)
         devices = QHBoxLayout()
         self.device_boxes: dict[DeviceType, QCheckBox] = {}
         for device in ALL_DEVICES:
@@ -209,25 +216,25 @@ class BenchView(QWidget):
             self.device_boxes[device] = box
             devices.addWidget(box)
         grid.addLayout(devices, 1, 1)
-        self.device_note = muted_label("Devices this machine lacks are listed with the reason, not skipped.")
+        self.device_note = muted_label(tr("Devices this machine lacks are listed with the reason, not skipped."))
         grid.addWidget(self.device_note, 2, 1)
-        grid.addWidget(muted_label("Runs", word_wrap=False), 0, 2)
+        grid.addWidget(muted_label(tr("Runs"), word_wrap=False), 0, 2)
         self.runs_box = QSpinBox()
         self.runs_box.setRange(10, 5000)
         self.runs_box.setValue(100)
-        self.runs_box.setToolTip("Timed calls per path at batch 1 (the engine and raw ONNX Runtime each)")
+        self.runs_box.setToolTip(tr("Timed calls per path at batch 1 (the engine and raw ONNX Runtime each)"))
         grid.addWidget(self.runs_box, 1, 2)
-        grid.addWidget(muted_label("Batch", word_wrap=False), 0, 3)
+        grid.addWidget(muted_label(tr("Batch"), word_wrap=False), 0, 3)
         self.batch_box = QSpinBox()
         self.batch_box.setRange(1, 64)
         self.batch_box.setValue(8)
-        self.batch_box.setToolTip("Batch size for the throughput run (image models)")
+        self.batch_box.setToolTip(tr("Batch size for the throughput run (image models)"))
         grid.addWidget(self.batch_box, 1, 3)
         buttons = QHBoxLayout()
-        self.run_button = QPushButton("Run benchmark")
+        self.run_button = QPushButton(tr("Run benchmark"))
         self.run_button.setObjectName("Primary")
         self.run_button.clicked.connect(self.request_run)
-        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button = QPushButton(tr("Cancel"))
         self.cancel_button.clicked.connect(self.request_cancel)
         buttons.addWidget(self.run_button)
         buttons.addWidget(self.cancel_button)
@@ -249,28 +256,30 @@ class BenchView(QWidget):
     def _build_charts_card(self) -> QWidget:
         card = Card()
         row = QHBoxLayout()
-        title = QLabel("Latency")
+        title = QLabel(tr("Latency"))
         title.setObjectName("SectionTitle")
         row.addWidget(title)
         row.addStretch(1)
-        row.addWidget(muted_label("Model", word_wrap=False))
+        row.addWidget(muted_label(tr("Model"), word_wrap=False))
         self.chart_model = QComboBox()
-        self.chart_model.setAccessibleName("Model shown in the charts")
+        self.chart_model.setAccessibleName(tr("Model shown in the charts"))
         self.chart_model.setMinimumWidth(200)
         self.chart_model.currentTextChanged.connect(lambda _t: self._draw_charts())
         row.addWidget(self.chart_model)
-        self.csv_button = QPushButton("Export CSV…")
-        self.csv_button.setToolTip("Every result of the shown run, one row per model and device")
+        self.csv_button = QPushButton(tr("Export CSV…"))
+        self.csv_button.setToolTip(tr("Every result of the shown run, one row per model and device"))
         self.csv_button.clicked.connect(self._choose_csv)
-        self.png_button = QPushButton("Export PNG…")
-        self.png_button.setToolTip("The charts as shown")
+        self.png_button = QPushButton(tr("Export PNG…"))
+        self.png_button.setToolTip(tr("The charts as shown"))
         self.png_button.clicked.connect(self._choose_png)
         row.addWidget(self.csv_button)
         row.addWidget(self.png_button)
         card.body.addLayout(row)
         self.chart_stack = QStackedWidget()
         self.empty = EmptyState(
-            "benchmark", "No benchmark yet", "Choose models and devices, then run the benchmark (about a minute)."
+            "benchmark",
+            tr("No benchmark yet"),
+            tr("Choose models and devices, then run the benchmark (about a minute)."),
         )
         self.chart_stack.addWidget(self.empty)
         card.body.addWidget(self.chart_stack, 1)
@@ -279,7 +288,7 @@ class BenchView(QWidget):
 
     def _build_history_card(self) -> QWidget:
         card = Card()
-        title = QLabel("History")
+        title = QLabel(tr("History"))
         title.setObjectName("SectionTitle")
         card.body.addWidget(title)
         self.history_list = QListWidget()
@@ -287,9 +296,9 @@ class BenchView(QWidget):
         self.history_list.currentItemChanged.connect(self._history_selected)
         card.body.addWidget(self.history_list, 1)
         row = QHBoxLayout()
-        row.addWidget(muted_label("Stored locally", word_wrap=False), 1)
-        self.clear_button = QPushButton("Clear")
-        self.clear_button.setToolTip("Forget every stored benchmark run")
+        row.addWidget(muted_label(tr("Stored locally"), word_wrap=False), 1)
+        self.clear_button = QPushButton(tr("Clear"))
+        self.clear_button.setToolTip(tr("Forget every stored benchmark run"))
         self.clear_button.clicked.connect(self.clear_history_requested)
         row.addWidget(self.clear_button)
         card.body.addLayout(row)
@@ -356,7 +365,7 @@ class BenchView(QWidget):
         self.current = None
         self.progress.setValue(0)
         self.progress.show()
-        self.stage_label.setText("Starting…")
+        self.stage_label.setText(tr("Starting…"))
         self._fill_table([])
         self._update_buttons()
         self.run_requested.emit(config)
@@ -364,7 +373,7 @@ class BenchView(QWidget):
 
     def request_cancel(self) -> None:
         if self.busy:
-            self.stage_label.setText("Cancelling…")
+            self.stage_label.setText(tr("Cancelling…"))
             self.cancel_button.setEnabled(False)
             self.cancel_requested.emit()
 
@@ -388,7 +397,9 @@ class BenchView(QWidget):
         self.model_list.blockSignals(False)
         if not self.models:
             self.banners.show_message(
-                "No models to benchmark.", "Build the demo models or import a model in the Models view.", "warning"
+                tr("No models to benchmark."),
+                tr("Build the demo models or import a model in the Models view."),
+                "warning",
             )
         self._update_buttons()
 
@@ -412,7 +423,7 @@ class BenchView(QWidget):
                 f"Not on this machine: {', '.join(missing)}. They stay in the results, with the reason."
             )
         else:
-            self.device_note.setText("Every device type is available on this machine.")
+            self.device_note.setText(tr("Every device type is available on this machine."))
 
     def show_status(self, text: str) -> None:
         """Re-emitted in the GUI thread, for the window's status bar."""
@@ -573,7 +584,7 @@ class BenchView(QWidget):
         if run is None:
             return
         default = str(Path(self.last_export_dir) / f"npu-studio-bench-{run.run_id}{suffix}")
-        path, _ = QFileDialog.getSaveFileName(self, "Export benchmark", default, filter_text)
+        path, _ = QFileDialog.getSaveFileName(self, tr("Export benchmark"), default, filter_text)
         if not path:
             return
         if not path.lower().endswith(suffix):

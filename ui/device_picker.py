@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from PySide6.QtCore import QCoreApplication, QObject, QSignalBlocker, Signal
+from PySide6.QtCore import QCoreApplication, QObject, QSignalBlocker, Qt, Signal
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QWidget
 
 from app.qtcompat import emit
 from engines.errors import StudioError
+from engines.runtime.planning import MEANING
 from engines.types import CPU_EP, Device, DeviceChoice, DeviceType, Policy, short_ep_name
 
 
@@ -110,6 +111,8 @@ class DevicePicker(QWidget):
                 if wanted is not None and self.model.has_usable(wanted) is False:
                     label += " — " + tr("not found")
                 self.combo.addItem(label, policy.value)
+                # What the choice means, the same for Classify and Chat (the one planner's words).
+                self.combo.setItemData(self.combo.count() - 1, tr(MEANING[policy]), Qt.ItemDataRole.ToolTipRole)
             # "CPU only" already is the CPU execution provider: no second entry for the same thing.
             explicit = sorted({d.ep for d in self.model.devices if d.usable and d.ep != CPU_EP})
             if self.model.text not in {p.value for p in Policy} and self.model.text not in explicit:

@@ -291,7 +291,7 @@ class DevicesView(QWidget):
         row.addWidget(glyph)
         texts = QVBoxLayout()
         texts.setSpacing(4)
-        title = QLabel("No NPU found on this machine — here is why")
+        title = QLabel(tr("No NPU found on this machine — here is why"))
         title.setObjectName("SectionTitle")
         texts.addWidget(title)
         reasons = [d.reason for d in npus if d.reason] or [
@@ -302,7 +302,7 @@ class DevicesView(QWidget):
             label.setWordWrap(True)
             label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             texts.addWidget(label)
-        texts.addWidget(muted_label("Classify and Chat still work: Automatic runs them on the best device found."))
+        texts.addWidget(muted_label(tr("Classify and Chat still work: Automatic runs them on the best device found.")))
         row.addLayout(texts, 1)
         card.body.addLayout(row)
         return card

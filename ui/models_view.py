@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QCoreApplication, Qt, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
@@ -34,6 +34,11 @@ from engines.models.library import format_bytes
 from engines.text import rich_text
 from ui.icons import icon
 from ui.widgets import MARGIN, SPACING, BannerArea, Card, Spinner, ViewHeader, muted_label
+
+
+def tr(text: str) -> str:
+    return QCoreApplication.translate("Models", text)
+
 
 LIBRARY_COLUMNS = ("Name", "Kind", "Origin", "Size", "SHA-256", "Precision", "Devices", "Licence", "Fit", "Status")
 CATALOG_COLUMNS = ("Model", "Devices", "Precision", "Size", "Context", "Licence", "Status")
@@ -81,37 +86,37 @@ class ClassifierImportDialog(QDialog):
 
     def __init__(self, model_path: str, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.setWindowTitle("Import an image classifier")
+        self.setWindowTitle(tr("Import an image classifier"))
         self.model_path = model_path
         form = QFormLayout(self)
         form.addRow(muted_label(f"Model: {Path(model_path).name}"))
         self.labels = QLineEdit()
-        self.labels.setPlaceholderText("one class name per line, in output order")
-        browse = QPushButton(icon("open"), "Browse…")
+        self.labels.setPlaceholderText(tr("one class name per line, in output order"))
+        browse = QPushButton(icon("open"), tr("Browse…"))
         browse.clicked.connect(self._browse_labels)
         row = QHBoxLayout()
         row.addWidget(self.labels, 1)
         row.addWidget(browse)
-        form.addRow("Labels file", row)
+        form.addRow(tr("Labels file"), row)
         self.size_box = QSpinBox()
         self.size_box.setRange(0, 4096)
-        self.size_box.setSpecialValueText("from the model")
-        form.addRow("Input size (px)", self.size_box)
+        self.size_box.setSpecialValueText(tr("from the model"))
+        form.addRow(tr("Input size (px)"), self.size_box)
         self.layout_box = QComboBox()
         self.layout_box.addItems(["from the model", "NCHW", "NHWC"])
-        form.addRow("Layout", self.layout_box)
+        form.addRow(tr("Layout"), self.layout_box)
         self.mean = QLineEdit("123.675, 116.28, 103.53")
         self.std = QLineEdit("58.395, 57.12, 57.375")
-        form.addRow("Mean (0-255)", self.mean)
-        form.addRow("Std (0-255)", self.std)
+        form.addRow(tr("Mean (0-255)"), self.mean)
+        form.addRow(tr("Std (0-255)"), self.std)
         self.output_kind = QComboBox()
         self.output_kind.addItems(["detect", "logits", "probabilities"])
-        form.addRow("Output", self.output_kind)
+        form.addRow(tr("Output"), self.output_kind)
         self.name = QLineEdit(Path(model_path).stem)
-        form.addRow("Name in the library", self.name)
+        form.addRow(tr("Name in the library"), self.name)
         self.licence = QLineEdit()
-        self.licence.setPlaceholderText("e.g. Apache-2.0 (optional)")
-        form.addRow("Licence", self.licence)
+        self.licence.setPlaceholderText(tr("e.g. Apache-2.0 (optional)"))
+        form.addRow(tr("Licence"), self.licence)
         self.problem = QLabel()
         self.problem.setWordWrap(True)
         form.addRow(self.problem)
@@ -121,8 +126,9 @@ class ClassifierImportDialog(QDialog):
         form.addRow(buttons)
 
     def _browse_labels(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Labels file", str(Path(self.model_path).parent),
-                                              "Text files (*.txt);;All files (*)")
+        path, _ = QFileDialog.getOpenFileName(
+            self, tr("Labels file"), str(Path(self.model_path).parent), "Text files (*.txt);;All files (*)"
+        )
         if path:
             self.labels.setText(path)
 
@@ -185,17 +191,18 @@ class ModelsView(QWidget):
         outer.setContentsMargins(MARGIN, MARGIN, MARGIN, MARGIN)
         outer.setSpacing(SPACING)
         self.header = ViewHeader(
-            "Models", "Bundled demo models and your own: size, SHA-256, the devices each suits, and whether it fits."
+            tr("Models"),
+            tr("Bundled demo models and your own: size, SHA-256, the devices each suits, and whether it fits."),
         )
         self.spinner = Spinner()
         self.header.controls.addWidget(self.spinner)
-        self.refresh_button = QPushButton(icon("refresh"), "Refresh")
+        self.refresh_button = QPushButton(icon("refresh"), tr("Refresh"))
         self.refresh_button.clicked.connect(self.refresh_requested)
-        self.import_folder_button = QPushButton(icon("folder"), "Import folder…")
-        self.import_folder_button.setToolTip("An onnxruntime-genai chat model folder (with genai_config.json)")
+        self.import_folder_button = QPushButton(icon("folder"), tr("Import folder…"))
+        self.import_folder_button.setToolTip(tr("An onnxruntime-genai chat model folder (with genai_config.json)"))
         self.import_folder_button.clicked.connect(self._import_folder)
-        self.import_classifier_button = QPushButton(icon("open"), "Import classifier…")
-        self.import_classifier_button.setToolTip("An .onnx image classifier with its labels file")
+        self.import_classifier_button = QPushButton(icon("open"), tr("Import classifier…"))
+        self.import_classifier_button.setToolTip(tr("An .onnx image classifier with its labels file"))
         self.import_classifier_button.clicked.connect(self._import_classifier)
         for button in (self.refresh_button, self.import_folder_button, self.import_classifier_button):
             self.header.controls.addWidget(button)
@@ -210,7 +217,7 @@ class ModelsView(QWidget):
         self.progress_label = muted_label(word_wrap=False)
         self.progress_bar = QProgressBar()
         self.progress_bar.setTextVisible(True)
-        self.cancel_button = QPushButton(icon("stop"), "Cancel")
+        self.cancel_button = QPushButton(icon("stop"), tr("Cancel"))
         self.cancel_button.clicked.connect(self.cancel_requested)
         progress.addWidget(self.progress_label)
         progress.addWidget(self.progress_bar, 1)
@@ -219,7 +226,7 @@ class ModelsView(QWidget):
         outer.addWidget(self.progress_row)
 
         library = Card()
-        title = QLabel("Library")
+        title = QLabel(tr("Library"))
         title.setObjectName("SectionTitle")
         library.body.addWidget(title)
         self.table = _table(LIBRARY_COLUMNS)
@@ -229,15 +236,15 @@ class ModelsView(QWidget):
         self.details = muted_label()
         self.details.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         actions.addWidget(self.details, 1)
-        self.use_button = QPushButton(icon("check"), "Use in Classify")
+        self.use_button = QPushButton(icon("check"), tr("Use in Classify"))
         self.use_button.setObjectName("Primary")
-        self.use_button.setToolTip("Make the selected model the one its view uses (remembered)")
+        self.use_button.setToolTip(tr("Make the selected model the one its view uses (remembered)"))
         self.use_button.clicked.connect(self._use)
         actions.addWidget(self.use_button, 0, Qt.AlignmentFlag.AlignTop)
-        self.verify_button = QPushButton(icon("check"), "Verify")
-        self.verify_button.setToolTip("Re-hash every file and compare with the manifest")
+        self.verify_button = QPushButton(icon("check"), tr("Verify"))
+        self.verify_button.setToolTip(tr("Re-hash every file and compare with the manifest"))
         self.verify_button.clicked.connect(self._verify)
-        self.remove_button = QPushButton(icon("delete"), "Remove")
+        self.remove_button = QPushButton(icon("delete"), tr("Remove"))
         self.remove_button.clicked.connect(self._remove)
         actions.addWidget(self.verify_button, 0, Qt.AlignmentFlag.AlignTop)
         actions.addWidget(self.remove_button, 0, Qt.AlignmentFlag.AlignTop)
@@ -248,19 +255,21 @@ class ModelsView(QWidget):
 
         catalog = Card()
         head = QHBoxLayout()
-        title = QLabel("Catalog")
+        title = QLabel(tr("Catalog"))
         title.setObjectName("SectionTitle")
         head.addWidget(title)
         head.addStretch(1)
-        self.allow_box = QCheckBox("Allow downloads")
-        self.allow_box.setToolTip("Off by default: NPU Studio works fully offline and downloads only when you ask.")
+        self.allow_box = QCheckBox(tr("Allow downloads"))
+        self.allow_box.setToolTip(tr("Off by default: NPU Studio works fully offline and downloads only when you ask."))
         self.allow_box.setChecked(downloads_allowed)
         self.allow_box.toggled.connect(self._allow_toggled)
         head.addWidget(self.allow_box)
         catalog.body.addLayout(head)
         self.offline_note = muted_label(
-            "Downloads are off: NPU Studio is working fully offline. Turn on “Allow downloads” to fetch a model "
-            "from the Hugging Face Hub."
+            tr(
+                "Downloads are off: NPU Studio is working fully offline. Turn on “Allow downloads” to fetch a model "
+                "from the Hugging Face Hub."
+            )
         )
         catalog.body.addWidget(self.offline_note)
         self.catalog_table = _table(CATALOG_COLUMNS)
@@ -270,7 +279,7 @@ class ModelsView(QWidget):
         self.catalog_details = muted_label()
         self.catalog_details.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         row.addWidget(self.catalog_details, 1)
-        self.download_button = QPushButton(icon("export"), "Download")
+        self.download_button = QPushButton(icon("export"), tr("Download"))
         self.download_button.setObjectName("Primary")
         self.download_button.clicked.connect(self._download)
         row.addWidget(self.download_button, 0, Qt.AlignmentFlag.AlignTop)
@@ -311,8 +320,11 @@ class ModelsView(QWidget):
             row = self.catalog_table.rowCount()
             self.catalog_table.insertRow(row)
             partial = snapshot.partial_bytes.get(entry.id, 0)
-            status = "Installed" if entry.id in installed else (
-                f"Partial ({format_bytes(partial)}), resumes" if partial else "—")
+            status = (
+                "Installed"
+                if entry.id in installed
+                else (f"Partial ({format_bytes(partial)}), resumes" if partial else "—")
+            )
             cells = [
                 _item(entry.display_name, f"{entry.repo_id} / {entry.subfolder or '(root)'}", data=entry.id),
                 _item(", ".join(d.upper() for d in entry.devices)),
@@ -359,12 +371,17 @@ class ModelsView(QWidget):
         self.set_busy(False)
         self.banners.show_message(
             f"Imported {entry.display_name} ({format_bytes(entry.size_bytes)}).",
-            f"SHA-256 {entry.sha256}. Devices: {', '.join(entry.devices)}.", severity="info")
+            f"SHA-256 {entry.sha256}. Devices: {', '.join(entry.devices)}.",
+            severity="info",
+        )
 
     def show_downloaded(self, entry: Any) -> None:
         self.set_busy(False)
-        self.banners.show_message(f"Downloaded {entry.display_name} ({format_bytes(entry.size_bytes)}).",
-                                  f"Verified and added to your library as {entry.name}.", severity="info")
+        self.banners.show_message(
+            f"Downloaded {entry.display_name} ({format_bytes(entry.size_bytes)}).",
+            f"Verified and added to your library as {entry.name}.",
+            severity="info",
+        )
 
     def show_removed(self, name: str) -> None:
         self.set_busy(False)
@@ -379,11 +396,16 @@ class ModelsView(QWidget):
         if report.ok:
             self.banners.show_message(
                 f"{report.name} is intact: {report.files_checked} files, {format_bytes(report.bytes_checked)} "
-                "re-hashed, all match the manifest.", severity="info")
+                "re-hashed, all match the manifest.",
+                severity="info",
+            )
         else:
             shown = "; ".join(report.problems[:4]) + (" …" if len(report.problems) > 4 else "")
-            self.banners.show_message(f"{report.name} changed since it was added: {shown}",
-                                      "Re-import or re-download the model.", severity="error")
+            self.banners.show_message(
+                f"{report.name} changed since it was added: {shown}",
+                tr("Re-import or re-download the model."),
+                severity="error",
+            )
 
     def set_downloads_allowed(self, allowed: bool) -> None:
         self.allow_box.blockSignals(True)
@@ -415,7 +437,7 @@ class ModelsView(QWidget):
     def _selection_changed(self) -> None:
         entry = self.selected_entry()
         if entry is None:
-            self.details.setText("Select a model to see where it lives and whether it fits in memory.")
+            self.details.setText(tr("Select a model to see where it lives and whether it fits in memory."))
         else:
             fit = self.snapshot.fits.get(str(entry.folder)) if self.snapshot else None
             lines = [f"<b>{rich_text(entry.display_name)}</b> — {rich_text(str(entry.folder))}"]
@@ -436,12 +458,13 @@ class ModelsView(QWidget):
         self.use_button.setText("Use in Chat" if chat else "Use in Classify")
         self.use_button.setEnabled(entry is not None and entry.usable and entry.name not in self.in_use)
         if entry is not None and entry.name in self.in_use:
-            self.use_button.setToolTip("This model is already in use")
+            self.use_button.setToolTip(tr("This model is already in use"))
         else:
-            self.use_button.setToolTip("Make the selected model the one its view uses (remembered)")
+            self.use_button.setToolTip(tr("Make the selected model the one its view uses (remembered)"))
         self.remove_button.setEnabled(idle and entry is not None and not entry.bundled)
         self.remove_button.setToolTip(
-            "Bundled demo models are read-only" if entry is not None and entry.bundled else "Delete from your library")
+            "Bundled demo models are read-only" if entry is not None and entry.bundled else "Delete from your library"
+        )
         for button in (self.import_folder_button, self.import_classifier_button, self.refresh_button):
             button.setEnabled(idle)
         allowed = self.allow_box.isChecked()
@@ -454,9 +477,10 @@ class ModelsView(QWidget):
         if entry_info is not None:
             self.catalog_details.setText(
                 f"{rich_text(entry_info.publisher)} · {rich_text(entry_info.parameters)} parameters · "
-                f"{rich_text(entry_info.notes)}")
+                f"{rich_text(entry_info.notes)}"
+            )
         else:
-            self.catalog_details.setText("Select a model to download it into your library (verified, resumable).")
+            self.catalog_details.setText(tr("Select a model to download it into your library (verified, resumable)."))
 
     def set_in_use(self, names: set[str]) -> None:
         self.in_use = set(names)
@@ -467,6 +491,7 @@ class ModelsView(QWidget):
         entry = self.selected_entry()
         if entry is not None and entry.usable:
             self.use_requested.emit(entry.kind, entry.name)
+
     def _allow_toggled(self, allowed: bool) -> None:
         self._update_buttons()
         self.allow_downloads_changed.emit(allowed)
@@ -496,8 +521,10 @@ class ModelsView(QWidget):
         entry = self.selected_entry()
         if entry is None or entry.bundled:
             return
-        if self.confirm(f"Remove {entry.display_name}?",
-                        f"This deletes {entry.folder} ({format_bytes(entry.size_bytes)}) from your library."):
+        if self.confirm(
+            f"Remove {entry.display_name}?",
+            f"This deletes {entry.folder} ({format_bytes(entry.size_bytes)}) from your library.",
+        ):
             self.set_busy(True, f"Removing {entry.name}…", cancellable=False)
             self.remove_requested.emit(entry.name)
 
@@ -513,10 +540,10 @@ class ModelsView(QWidget):
         return answer == QMessageBox.StandardButton.Yes
 
     def _choose_folder_dialog(self) -> str:
-        return QFileDialog.getExistingDirectory(self, "Model folder (with genai_config.json)", self.last_dir)
+        return QFileDialog.getExistingDirectory(self, tr("Model folder (with genai_config.json)"), self.last_dir)
 
     def _classifier_dialog(self) -> tuple[str, dict[str, Any], dict[str, Any]] | None:
-        path, _ = QFileDialog.getOpenFileName(self, "Image classifier", self.last_dir, "ONNX models (*.onnx)")
+        path, _ = QFileDialog.getOpenFileName(self, tr("Image classifier"), self.last_dir, "ONNX models (*.onnx)")
         if not path:
             return None
         dialog = ClassifierImportDialog(path, self)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QSignalBlocker, Qt, QTimer, QUrl, Signal
+from PySide6.QtCore import QCoreApplication, QSignalBlocker, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QDesktopServices, QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -47,6 +47,11 @@ from engines.types import DeviceType, short_ep_name
 from ui.device_picker import DeviceChoiceModel, DevicePicker
 from ui.icons import icon
 from ui.widgets import MARGIN, SPACING, BannerArea, Card, Spinner, ViewHeader, muted_label
+
+
+def tr(text: str) -> str:
+    return QCoreApplication.translate("Settings", text)
+
 
 THEMES = (("system", "System (follows your OS)"), ("light", "Light"), ("dark", "Dark"))
 CACHE_COLUMNS = ("Model", "EP", "Versions", "Size", "Created")
@@ -128,8 +133,13 @@ def options_summary(options: dict[str, Any]) -> str:
         return "Generation settings: the model's own defaults."
     parts = []
     for key, value in options.items():
-        shown = ("on" if value else "off") if isinstance(value, bool) else f"{value:g}" if isinstance(
-            value, float) else str(value)
+        shown = (
+            ("on" if value else "off")
+            if isinstance(value, bool)
+            else f"{value:g}"
+            if isinstance(value, float)
+            else str(value)
+        )
         parts.append(f"{OPTION_NAMES.get(key, key)} {shown}")
     return "Generation settings changed from the model's defaults: " + ", ".join(parts) + "."
 
@@ -171,12 +181,12 @@ class SettingsView(QWidget):
         outer.setContentsMargins(MARGIN, MARGIN, MARGIN, 0)
         outer.setSpacing(SPACING)
         self.header = ViewHeader(
-            "Settings", "How NPU Studio looks, the device it runs on, what it may download, compiled models "
-            "and diagnostics."
+            tr("Settings"),
+            tr("How NPU Studio looks, the device it runs on, what it may download, compiled models and diagnostics."),
         )
         self.save_label = muted_label(SAVED_TEXT, word_wrap=False)
         self.header.controls.addWidget(self.save_label)
-        self.retry_button = QPushButton(icon("refresh"), "Retry saving")
+        self.retry_button = QPushButton(icon("refresh"), tr("Retry saving"))
         self.retry_button.setObjectName("Primary")
         self.retry_button.clicked.connect(self.save_retry_requested)
         self.retry_button.hide()
@@ -199,8 +209,12 @@ class SettingsView(QWidget):
         left.setSpacing(SPACING)
         right = QVBoxLayout()
         right.setSpacing(SPACING)
-        for card in (self._appearance(theme), self._devices(), self._privacy(allow_downloads),
-                     self._chat(system_prompt, chat_options or {})):
+        for card in (
+            self._appearance(theme),
+            self._devices(),
+            self._privacy(allow_downloads),
+            self._chat(system_prompt, chat_options or {}),
+        ):
             left.addWidget(card)
         left.addStretch(1)
         right.addWidget(self._cache(), 1)
@@ -220,16 +234,21 @@ class SettingsView(QWidget):
         form = QFormLayout()
         form.setContentsMargins(0, 4, 0, 0)
         self.theme_box = QComboBox()
-        self.theme_box.setAccessibleName("Theme")
+        self.theme_box.setAccessibleName(tr("Theme"))
         for value, label in THEMES:
             self.theme_box.addItem(label, value)
         self.theme_box.setCurrentIndex(max(0, self.theme_box.findData(theme)))
         self.theme_box.currentIndexChanged.connect(self._theme_picked)
-        form.addRow("Theme", self.theme_box)
+        form.addRow(tr("Theme"), self.theme_box)
         card.body.addLayout(form)
-        card.body.addWidget(muted_label(
-            "System follows your OS (light or dark) while the app runs; every view, icon and chart "
-            "changes at once."))
+        card.body.addWidget(
+            muted_label(
+                tr(
+                    "System follows your OS (light or dark) while the app runs; every view, icon and chart "
+                    "changes at once."
+                )
+            )
+        )
         return card
 
     def _devices(self) -> Card:
@@ -237,9 +256,14 @@ class SettingsView(QWidget):
         card.body.addWidget(_section("Device"))
         self.picker = DevicePicker(self.choice_model)
         card.body.addWidget(self.picker)
-        card.body.addWidget(muted_label(
-            "Classify and Chat run on this choice; their pickers show the same one. Strict: the chosen device "
-            "must run the whole model, or you get an error instead of a fallback."))
+        card.body.addWidget(
+            muted_label(
+                tr(
+                    "Classify and Chat run on this choice; their pickers show the same one. Strict: the chosen device "
+                    "must run the whole model, or you get an error instead of a fallback."
+                )
+            )
+        )
         self.devices_label = muted_label()
         card.body.addWidget(self.devices_label)
         self.choice_model.devices_changed.connect(self._show_devices)
@@ -249,31 +273,38 @@ class SettingsView(QWidget):
     def _privacy(self, allow_downloads: bool) -> Card:
         card = Card()
         card.body.addWidget(_section("Privacy and network"))
-        self.allow_box = QCheckBox("Allow model downloads")
+        self.allow_box = QCheckBox(tr("Allow model downloads"))
         self.allow_box.setChecked(allow_downloads)
         self.allow_box.toggled.connect(lambda allowed: emit(self.allow_downloads_changed, allowed))
         card.body.addWidget(self.allow_box)
-        card.body.addWidget(muted_label(
-            "Off by default: NPU Studio works fully offline. When on, the Models view downloads a model from "
-            "the Hugging Face Hub only when you ask (its “Allow downloads” switch is this same setting)."))
+        card.body.addWidget(
+            muted_label(
+                tr(
+                    "Off by default: NPU Studio works fully offline. When on, the Models view downloads a model from "
+                    "the Hugging Face Hub only when you ask (its “Allow downloads” switch is this same setting)."
+                )
+            )
+        )
         return card
 
     def _chat(self, system_prompt: str, options: dict[str, Any]) -> Card:
         card = Card()
         card.body.addWidget(_section("Chat"))
-        card.body.addWidget(QLabel("System prompt"))
+        card.body.addWidget(QLabel(tr("System prompt")))
         self.prompt_edit = QPlainTextEdit()
-        self.prompt_edit.setPlaceholderText("How the assistant should behave…")
+        self.prompt_edit.setPlaceholderText(tr("How the assistant should behave…"))
         self.prompt_edit.setFixedHeight(66)
         self.prompt_edit.setPlainText(system_prompt)
         self.prompt_edit.textChanged.connect(self._prompt_typed)
         card.body.addWidget(self.prompt_edit)
-        card.body.addWidget(muted_label("New chats use this prompt; the Chat view's side panel edits the same one."))
+        card.body.addWidget(
+            muted_label(tr("New chats use this prompt; the Chat view's side panel edits the same one."))
+        )
         row = QHBoxLayout()
         self.options_label = muted_label(options_summary(options))
         row.addWidget(self.options_label, 1)
-        self.chat_settings_button = QPushButton(icon("sliders"), "Generation settings…")
-        self.chat_settings_button.setToolTip("Answer length and sampling, in the Chat view's side panel")
+        self.chat_settings_button = QPushButton(icon("sliders"), tr("Generation settings…"))
+        self.chat_settings_button.setToolTip(tr("Answer length and sampling, in the Chat view's side panel"))
         self.chat_settings_button.clicked.connect(self.chat_settings_requested)
         row.addWidget(self.chat_settings_button, 0, Qt.AlignmentFlag.AlignTop)
         card.body.addLayout(row)
@@ -292,14 +323,19 @@ class SettingsView(QWidget):
         head.addWidget(self.cache_spinner)
         self.cache_refresh_button = QToolButton()
         self.cache_refresh_button.setIcon(icon("refresh"))
-        self.cache_refresh_button.setToolTip("List the compiled models again")
+        self.cache_refresh_button.setToolTip(tr("List the compiled models again"))
         self.cache_refresh_button.clicked.connect(self.refresh_cache)
         head.addWidget(self.cache_refresh_button)
         card.body.addLayout(head)
-        card.body.addWidget(muted_label(
-            "An NPU compiles a model for itself on its first load; NPU Studio keeps the result (an EPContext "
-            "model) so later loads are fast. A compiled model only loads with the EP, SDK and driver that made "
-            "it: after an update it is compiled again."))
+        card.body.addWidget(
+            muted_label(
+                tr(
+                    "An NPU compiles a model for itself on its first load; NPU Studio keeps the result (an EPContext "
+                    "model) so later loads are fast. A compiled model only loads with the EP, SDK and driver that made "
+                    "it: after an update it is compiled again."
+                )
+            )
+        )
         self.cache_stack = QStackedWidget()
         self.cache_table = QTableWidget(0, len(CACHE_COLUMNS))
         self.cache_table.setHorizontalHeaderLabels(list(CACHE_COLUMNS))
@@ -326,11 +362,11 @@ class SettingsView(QWidget):
         self.cache_stack.setCurrentIndex(1)
         card.body.addWidget(self.cache_stack, 1)
         row = QHBoxLayout()
-        self.cache_summary = muted_label("Not listed yet.", word_wrap=False)
+        self.cache_summary = muted_label(tr("Not listed yet."), word_wrap=False)
         row.addWidget(self.cache_summary, 1)
-        self.remove_button = QPushButton(icon("delete"), "Remove selected")
+        self.remove_button = QPushButton(icon("delete"), tr("Remove selected"))
         self.remove_button.clicked.connect(self._remove_selected)
-        self.clear_button = QPushButton(icon("delete"), "Clear all")
+        self.clear_button = QPushButton(icon("delete"), tr("Clear all"))
         self.clear_button.clicked.connect(self._clear_all)
         row.addWidget(self.remove_button, 0, Qt.AlignmentFlag.AlignTop)
         row.addWidget(self.clear_button, 0, Qt.AlignmentFlag.AlignTop)
@@ -342,19 +378,25 @@ class SettingsView(QWidget):
     def _diagnostics(self) -> Card:
         card = Card()
         card.body.addWidget(_section("Diagnostics"))
-        card.body.addWidget(muted_label(
-            "Checks every device as `npu-studio doctor` does (without the chat check) and saves a zip with the "
-            "report, the recent logs and your settings — no conversations, no models. Attach it to a bug report."))
+        card.body.addWidget(
+            muted_label(
+                tr(
+                    "Checks every device as `npu-studio doctor` does (without the chat check) and saves a zip with "
+                    "the report, the recent logs and your settings — no conversations, no models. Attach it to a "
+                    "bug report."
+                )
+            )
+        )
         row = QHBoxLayout()
-        self.export_button = QPushButton(icon("export"), "Export diagnostics…")
+        self.export_button = QPushButton(icon("export"), tr("Export diagnostics…"))
         self.export_button.setObjectName("Primary")
         self.export_button.clicked.connect(self._export_clicked)
         row.addWidget(self.export_button)
         self.diagnostics_spinner = Spinner(16)
         row.addWidget(self.diagnostics_spinner)
         row.addStretch(1)
-        self.show_export_button = QPushButton(icon("folder"), "Show in folder")
-        self.show_export_button.setToolTip("Open the folder that holds the exported zip")
+        self.show_export_button = QPushButton(icon("folder"), tr("Show in folder"))
+        self.show_export_button.setToolTip(tr("Open the folder that holds the exported zip"))
         self.show_export_button.clicked.connect(self._show_export)
         self.show_export_button.hide()
         row.addWidget(self.show_export_button)
@@ -378,7 +420,7 @@ class SettingsView(QWidget):
             path = PathLabel()
             self.folder_labels[key] = path
             grid.addWidget(path, row_index, 1)
-            button = QPushButton(icon("folder"), "Open")
+            button = QPushButton(icon("folder"), tr("Open"))
             button.setToolTip(f"Open the {title.lower()} folder ({what})")
             button.clicked.connect(lambda _=False, k=key: self.open_folder(k))
             self.folder_buttons[key] = button
@@ -433,7 +475,7 @@ class SettingsView(QWidget):
     def show_save_failed(self, error: object) -> None:
         """The settings could not be written (the window shows the banner): everything is kept, retry is offered."""
         message = error.user_text() if isinstance(error, StudioError) else str(error)
-        self.save_label.setText("Not saved yet: your changes are kept while the app runs.")
+        self.save_label.setText(tr("Not saved yet: your changes are kept while the app runs."))
         self.save_label.setToolTip(message)
         self.retry_button.show()
 
@@ -450,7 +492,7 @@ class SettingsView(QWidget):
     def _show_devices(self) -> None:
         devices = self.choice_model.devices
         if not devices:
-            self.devices_label.setText("The devices of this machine show here once the Devices view has looked.")
+            self.devices_label.setText(tr("The devices of this machine show here once the Devices view has looked."))
             return
         usable = list(dict.fromkeys(d.type.value for d in devices if d.usable))
         missing = [t.value for t in (DeviceType.NPU, DeviceType.GPU, DeviceType.CPU) if t.value not in usable]
@@ -496,7 +538,7 @@ class SettingsView(QWidget):
             noun = "compiled model" if count == 1 else "compiled models"
             self.cache_summary.setText(f"{count} {noun} · {format_bytes(listing.total_bytes)} in total")
         else:
-            self.cache_summary.setText("Empty")
+            self.cache_summary.setText(tr("Empty"))
         self._update_cache_buttons()
 
     def show_cache_removed(self, result: Any) -> None:
@@ -505,14 +547,14 @@ class SettingsView(QWidget):
             noun = "compiled model" if result.removed == 1 else "compiled models"
             self.banners.show_message(
                 f"Removed {result.removed} {noun} ({format_bytes(result.freed_bytes)} freed).",
-                "Their next load on the NPU compiles them again.",
+                tr("Their next load on the NPU compiles them again."),
             )
         elif not result.kept:
-            self.banners.show_message("There was nothing to remove: the compiled-model cache is empty.")
+            self.banners.show_message(tr("There was nothing to remove: the compiled-model cache is empty."))
         if result.kept:
             self.banners.show_message(
                 f"Could not delete {', '.join(result.kept)}.",
-                "A model that is loaded may still be using its compiled copy: restart NPU Studio and try again.",
+                tr("A model that is loaded may still be using its compiled copy: restart NPU Studio and try again."),
                 severity="warning",
             )
 
@@ -554,8 +596,10 @@ class SettingsView(QWidget):
         if self.cache_busy or self.listing is None or not self.listing.entries:
             return
         total = format_bytes(self.listing.total_bytes)
-        if self.confirm("Clear all compiled models?",
-                        f"Delete every compiled model ({total})? Each model compiles again on its next NPU load."):
+        if self.confirm(
+            "Clear all compiled models?",
+            f"Delete every compiled model ({total})? Each model compiles again on its next NPU load.",
+        ):
             self._set_cache_busy(True)
             emit(self.cache_clear_requested)
 
@@ -573,7 +617,7 @@ class SettingsView(QWidget):
         self.export_button.setEnabled(False)
         self.show_export_button.hide()
         self.diagnostics_spinner.start()
-        self.diagnostics_label.setText("Starting the checks…")
+        self.diagnostics_label.setText(tr("Starting the checks…"))
         self.diagnostics_label.show()
         emit(self.diagnostics_requested, target)
 
@@ -610,7 +654,8 @@ class SettingsView(QWidget):
         if self.open_url(QUrl.fromLocalFile(path)):
             return True
         self.banners.show_message(
-            f"Could not open {path}.", "Open it from your file manager (the path can be selected and copied).",
+            f"Could not open {path}.",
+            tr("Open it from your file manager (the path can be selected and copied)."),
             severity="warning",
         )
         return False
@@ -620,7 +665,7 @@ class SettingsView(QWidget):
         """A cache or diagnostics job failed: show why; the view is usable again."""
         if self.diagnostics_busy:
             self._diagnostics_idle()
-            self.diagnostics_label.setText("The export did not finish (see above).")
+            self.diagnostics_label.setText(tr("The export did not finish (see above)."))
         self._set_cache_busy(False)
         self.banners.show_error(error)
 
@@ -648,6 +693,6 @@ class SettingsView(QWidget):
         folder = self.last_export_dir or str(Path.home())
         name = time.strftime("npu-studio-diagnostics-%Y%m%d-%H%M%S.zip")
         path, _ = QFileDialog.getSaveFileName(
-            self, "Export diagnostics", str(Path(folder) / name), "Zip archives (*.zip)"
+            self, tr("Export diagnostics"), str(Path(folder) / name), "Zip archives (*.zip)"
         )
         return path

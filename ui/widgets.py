@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from PySide6.QtCore import QEvent, QRectF, Qt, QTimer, Signal
+from PySide6.QtCore import QCoreApplication, QEvent, QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPen
 from PySide6.QtWidgets import (
     QFrame,
@@ -23,6 +23,11 @@ from engines.errors import StudioError
 from engines.text import rich_text
 from ui.icons import icon, pixmap, role_of
 from ui.theme import colors
+
+
+def tr(text: str) -> str:
+    return QCoreApplication.translate("Widgets", text)
+
 
 SPACING = 12
 MARGIN = 24
@@ -125,7 +130,7 @@ class Banner(QFrame):
         layout.addWidget(self.label, 1)
         close = QToolButton()
         close.setIcon(icon("close"))
-        close.setToolTip("Dismiss")
+        close.setToolTip(tr("Dismiss"))
         close.setAutoRaise(True)
         close.clicked.connect(self.dismiss)
         layout.addWidget(close, 0, Qt.AlignmentFlag.AlignTop)

@@ -8,7 +8,6 @@ libraries (custom ops, EP plugins): a model folder never decides which code runs
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import threading
@@ -396,7 +395,9 @@ def genai() -> Any:
     """The onnxruntime_genai module (a test fake when one is installed with `use_fake_genai`)."""
     if _og_override is not None:
         return _og_override
-    return importlib.import_module("onnxruntime_genai")
+    from engines import runtime
+
+    return runtime.import_genai()
 
 
 def use_fake_genai(module: Any) -> None:

@@ -311,28 +311,6 @@ def note_failure(exc: BaseException, ep: str, health: DeviceHealth | None = None
     return found
 
 
-@dataclass(frozen=True)
-class FallbackResult(Generic[R]):
-    value: R
-    choice: DeviceChoice  # where the work finally ran
-    notices: tuple[str, ...]
-
-
-def run_with_fallback(
-    factory: Callable[[DeviceChoice], S],
-    work: Callable[[S], R],
-    choice: DeviceChoice,
-    *,
-    ask: Callable[[FallbackOffer], DeviceChoice | None] | None = None,
-    report: DiscoveryReport | None = None,
-    health: DeviceHealth | None = None,
-) -> FallbackResult[R]:
-    """One piece of work with device fallback (see FallbackRunner)."""
-    runner: FallbackRunner[S] = FallbackRunner(factory, choice, report=report, health=health or HEALTH, ask=ask)
-    value = runner.run(work)
-    return FallbackResult(value, runner.choice, tuple(runner.notices()))
-
-
 def accept_first(offer: FallbackOffer) -> DeviceChoice | None:
     """An `ask` for non-interactive use (CLI, doctor): take the first alternative."""
     return offer.alternatives[0] if offer.alternatives else None

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from engines import runtime
-from engines.errors import ModelError, PlacementError, StudioError
+from engines.errors import ModelError, PlacementError
 from engines.models.safety import inspect_onnx
 from engines.runtime import compiled_cache, failures
 from engines.runtime.compiled_cache import CacheOutcome, CompiledModelCache, StatusCallback
@@ -350,7 +350,3 @@ def _open_through_cache(
         explain=lambda exc: failures.explain(exc, ep).message,
         on_progress=on_progress,
     )
-
-
-def is_studio_error(exc: BaseException) -> bool:
-    return isinstance(exc, StudioError)

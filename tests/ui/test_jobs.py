@@ -75,3 +75,4 @@ def test_cancel_reaches_the_running_function(host: Host, qtbot: Any) -> None:
     with qtbot.waitSignal(job.returned, timeout=TIMEOUT) as blocker:
         job.cancel()
     assert blocker.args == [True]
+

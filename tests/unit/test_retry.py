@@ -16,7 +16,6 @@ from engines.runtime.fallback import (
     FallbackRunner,
     accept_first,
     alternatives,
-    run_with_fallback,
 )
 from engines.types import CPU_EP, Device, DeviceChoice, DeviceType, Policy
 
@@ -144,18 +143,17 @@ def test_npu_then_gpu_fail_and_the_work_ends_on_the_cpu_each_device_tried_once()
         asked.append((offer.failed_ep, offer.alternatives))
         return accept_first(offer)
 
-    result = run_with_fallback(
-        factory, lambda s: s.run(7), DeviceChoice(ep=QNN), ask=ask, report=machine(QNN, DML, CPU_EP), health=health
-    )
+    runner = FallbackRunner(factory, DeviceChoice(ep=QNN), report=machine(QNN, DML, CPU_EP), health=health, ask=ask)
+    value = runner.run(lambda s: s.run(7))
 
-    assert result.value == (CPU_EP, 7)
-    assert result.choice == DeviceChoice(policy=Policy.CPU_ONLY)
+    assert value == (CPU_EP, 7)
+    assert runner.choice == DeviceChoice(policy=Policy.CPU_ONLY)
     assert asked == [
         (QNN, (DeviceChoice(ep=DML), DeviceChoice(policy=Policy.CPU_ONLY))),
         (DML, (DeviceChoice(policy=Policy.CPU_ONLY),)),
     ]
     assert health.failed().keys() == {QNN, DML}
-    assert len(result.notices) == 2 and "NPU (QNN) failed" in result.notices[0]
+    assert len(runner.notices()) == 2 and "NPU (QNN) failed" in runner.notices()[0]
 
 
 def test_errors_of_the_input_are_not_blamed_on_the_device() -> None:
