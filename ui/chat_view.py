@@ -541,7 +541,6 @@ class ChatView(QWidget):
         # continued one is the stored answer, written further.
         self.answer_id = answer.id if answer is not None else None
         self.answer_text = answer.text if answer is not None else ""
-        self.inputs.generating = True
         self.rederive()
         self._render_all()
         self.refresh_list()
@@ -656,7 +655,6 @@ class ChatView(QWidget):
             elif self.answer_text:
                 self._keep_unsaved(self.answer_text, "error", {})
             self.generating = False
-            self.inputs.generating = False
             self._reload_messages()
             self._render_all()
             self._update_actions()
@@ -688,7 +686,6 @@ class ChatView(QWidget):
                 self._store_answer()
             self._save_answer(self.answer_text, "cancelled", None)
             self.generating = False
-            self.inputs.generating = False
 
     # --- internals --------------------------------------------------------------------------------
     def _end(self, stats: dict[str, Any], state: str) -> None:
@@ -708,7 +705,6 @@ class ChatView(QWidget):
             self._keep_unsaved(text, stop_reason, data)
         self._save_answer(text, stop_reason, data)
         self.generating = False
-        self.inputs.generating = False
         self.state_banners.drop("busy")
         if not state:
             self.inputs.answer_error = None  # an answer came: the last failure no longer holds
