@@ -94,6 +94,7 @@ class ChatView(QWidget):
         self.inputs = ChatInputs(choice=choice_model.choice())
         self._refused_text = ""  # a draft the engine refused (too long): put back into the box
         self._continued_from: str | None = None  # the answer's text before a Continue
+        self._chip_shown: tuple[object, ...] = ()
         self._render_timer = QTimer(self)
         self._render_timer.setSingleShot(True)
         self._render_timer.timeout.connect(self._render_stream)
@@ -540,7 +541,6 @@ class ChatView(QWidget):
         # continued one is the stored answer, written further.
         self.answer_id = answer.id if answer is not None else None
         self.answer_text = answer.text if answer is not None else ""
-        self.inputs.generating = True
         self.rederive()
         self._render_all()
         self.refresh_list()
@@ -598,10 +598,13 @@ class ChatView(QWidget):
     def rederive(self) -> None:
         """Chip, state banners and status from the current inputs (see ui.chat_state)."""
         state = derive(self.inputs)
-        if state.placement is not None:
-            self.model_badge.set_placement(state.placement)  # asked: what the model was loaded for
-        else:
-            self.model_badge.set_state(state.chip_kind, state.chip_text, state.chip_details)
+        chip = (state.placement, state.chip_kind, state.chip_text, state.chip_details)
+        if chip != self._chip_shown:  # restyling the chip costs a style sheet pass: only on a change
+            self._chip_shown = chip
+            if state.placement is not None:
+                self.model_badge.set_placement(state.placement)  # asked: what the model was loaded for
+            else:
+                self.model_badge.set_state(state.chip_kind, state.chip_text, state.chip_details)
         self.state_banners.sync(state.banners)
 
     def _banner_read(self, key: tuple[str, str]) -> bool:
@@ -652,7 +655,6 @@ class ChatView(QWidget):
             elif self.answer_text:
                 self._keep_unsaved(self.answer_text, "error", {})
             self.generating = False
-            self.inputs.generating = False
             self._reload_messages()
             self._render_all()
             self._update_actions()
@@ -684,7 +686,6 @@ class ChatView(QWidget):
                 self._store_answer()
             self._save_answer(self.answer_text, "cancelled", None)
             self.generating = False
-            self.inputs.generating = False
 
     # --- internals --------------------------------------------------------------------------------
     def _end(self, stats: dict[str, Any], state: str) -> None:
@@ -704,7 +705,6 @@ class ChatView(QWidget):
             self._keep_unsaved(text, stop_reason, data)
         self._save_answer(text, stop_reason, data)
         self.generating = False
-        self.inputs.generating = False
         self.state_banners.drop("busy")
         if not state:
             self.inputs.answer_error = None  # an answer came: the last failure no longer holds

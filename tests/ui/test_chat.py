@@ -313,3 +313,11 @@ def test_ctrl_r_writes_the_last_answer_again_and_ctrl_l_goes_to_the_box(make_stu
     qtbot.keyClick(view.input, Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier)
     qtbot.waitUntil(lambda: not view.generating and model.requests[-1][0] == "regenerate", timeout=TIMEOUT)
     assert [m.role for m in view.messages] == ["user", "assistant"]
+
+
+def test_an_answer_that_fell_back_says_asked_and_ran_in_the_chip_words() -> None:
+    from ui.chat_text import answer_chip
+
+    kind, line, details = answer_chip(CPU_EP, "CPU", {"fell_back": True, "asked": "NPU", "fallback_reason": "No NPU."})
+    assert (kind, line) == ("warn", "Asked NPU → Ran on CPU") and "No NPU." in details
+    assert answer_chip(CPU_EP, "CPU", {})[:2] == ("ok", "CPU")
