@@ -24,8 +24,9 @@ from PySide6.QtWidgets import QApplication
 
 from app import __version__, paths
 from app.bench_host import BenchHost, load_bench_view, wire_bench_view
+from app.chat_host import ChatHost
 from app.device_offers import DeviceOffers
-from app.hosts import ChatHost, DevicesHost, VisionHost
+from app.hosts import DevicesHost, VisionHost
 from app.models_host import ModelsHost, wire_models_view
 from app.settings import Settings, load_settings, save_settings
 from app.settings_host import SettingsHost, wire_settings_view
@@ -407,9 +408,7 @@ class Studio(QObject):
         }
         self.last_discovery = report
         self.devices_view.show_devices(report.devices, info)
-        catalog = getattr(report, "catalog", None)
-        offered = [(p.name, p.version) for p in catalog.providers if p.state.value != "ready"] if catalog else []
-        self.devices_view.downloads.set_offer(offered, bool(self.settings.allow_downloads))
+        self._offer_ep_downloads()
         self.bench_view.set_devices(report.devices)
         usable = [d for d in report.devices if d.usable]
         kinds = ", ".join(dict.fromkeys(d.type.value for d in usable)) or "none"
@@ -443,8 +442,15 @@ class Studio(QObject):
         # One setting, two switches (Models and Settings): both show it. The Models switch re-enters here.
         self.models_view.allow_box.setChecked(allowed)
         self.settings_view.set_allow_downloads(allowed)
+        self._offer_ep_downloads()  # the Windows ML EP download follows the same setting
         if changed:
             self.save_settings()
+
+    def _offer_ep_downloads(self) -> None:
+        """Windows ML EPs not on this PC yet, offered on the Devices view (enabled only with downloads on)."""
+        catalog = getattr(getattr(self, "last_discovery", None), "catalog", None)
+        offered = [(p.name, p.version) for p in catalog.providers if p.state.value != "ready"] if catalog else []
+        self.devices_view.downloads.set_offer(offered, bool(self.settings.allow_downloads))
 
     def _on_theme_picked(self, theme: str) -> None:
         self.settings.theme = theme

@@ -256,5 +256,7 @@ class Composer(QWidget):
         label = tr("Draft: {tokens} tokens").format(tokens=shown)
         over = bool(self.too_long())
         self.draft_label.setText(label + (tr(" · too long for the context") if over else ""))
-        self.draft_label.setStyleSheet(f"color: {colors().error};" if over else "")
+        style = f"color: {colors().error};" if over else ""
+        if self.draft_label.styleSheet() != style:  # a style sheet pass only when it changes
+            self.draft_label.setStyleSheet(style)
         self.keys_label.setVisible(not over)  # the refusal is what matters now: give it the room

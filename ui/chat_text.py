@@ -10,7 +10,8 @@ from typing import Any
 from PySide6.QtCore import QCoreApplication
 
 from app.storage import Message
-from engines.types import short_ep_name
+from engines.types import Placement, short_ep_name
+from ui.placement_chip import describe_placement
 from ui.transcript import Entry
 
 TITLE_CHARS = 48
@@ -70,23 +71,23 @@ def stats_line(stats: dict[str, Any]) -> str:
 
 
 def answer_chip(ep: str, device: str, stats: dict[str, Any] | None) -> tuple[str, str, str]:
-    """(kind, line, reason) of where an answer ran: "CPU", or "Asked NPU → Ran on CPU" after a fallback."""
+    """(kind, line, details) of where an answer ran, in the placement chip's words ("CPU", or "Asked NPU →
+    Ran on CPU" after a fallback), from what was stored with the answer."""
     if not ep:
         return ("", "", "")
-    where = short_ep_name(ep)
-    if device and device.lower() not in (where.lower(), ""):
-        where = f"{where} ({device})"
     stats = stats or {}
-    if stats.get("fell_back"):
-        asked = str(stats.get("asked") or "").replace(" (strict)", "")
-        reason = str(stats.get("fallback_reason") or "")
-        line = (
-            tr("Asked {asked} → Ran on {ran}").format(asked=asked, ran=where)
-            if asked and asked.lower() != "automatic"
-            else tr("Fell back to {ran}").format(ran=where)
-        )
-        return ("warn", line, reason or line)
-    return ("ok", where, tr("This answer was generated on {where}.").format(where=where))
+    asked = str(stats.get("asked") or "Automatic")
+    placement = Placement(
+        asked,
+        (ep,),
+        (ep,),
+        fell_back=bool(stats.get("fell_back")),
+        reason=str(stats.get("fallback_reason") or ""),
+    )
+    chip = describe_placement(placement, asked)
+    if placement.fell_back and asked == "Automatic":  # an older answer: what was asked is not known
+        return ("warn", tr("Fell back to {ran}").format(ran=short_ep_name(ep)), chip.details)
+    return (chip.kind, chip.text, chip.details)
 
 
 def message_entries(messages: Sequence[Message], generating: bool) -> list[Entry]:

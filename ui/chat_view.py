@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.chat_history import ChatHistory
 from app.qtcompat import emit
 from app.storage import DEFAULT_TITLE, ConversationStore, Message, StoredConversation
 from engines.errors import ContextOverflowError, StudioError
@@ -80,11 +81,9 @@ class ChatView(QWidget):
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
-        self.store = store
+        self.history = ChatHistory(store)  # every read and write of the conversations goes through it
         self.conversation: StoredConversation | None = None
         self.messages: list[Message] = []
-        # Answers the store refused (a read-only or full disk): kept on screen, stored when it works again.
-        self._unsaved: list[Message] = []
         self.generating = False
         self.answer_id: int | None = None
         self.answer_text = ""
@@ -94,6 +93,8 @@ class ChatView(QWidget):
         self.kind = ""  # the request being answered: send | regenerate | edit | continue
         self.inputs = ChatInputs(choice=choice_model.choice())
         self._refused_text = ""  # a draft the engine refused (too long): put back into the box
+        self._continued_from: str | None = None  # the answer's text before a Continue
+        self._chip_shown: tuple[object, ...] = ()
         self._render_timer = QTimer(self)
         self._render_timer.setSingleShot(True)
         self._render_timer.timeout.connect(self._render_stream)
@@ -250,7 +251,7 @@ class ChatView(QWidget):
     # --- conversations ----------------------------------------------------------------------------
     def refresh_list(self) -> None:
         try:
-            items = self.store.list(self.conversations.search.text())
+            items = self.history.conversations(self.conversations.search.text())
         except StudioError as exc:
             self.banners.show_error(exc)
             return
@@ -283,8 +284,8 @@ class ChatView(QWidget):
             self.refresh_list()
             return
         try:
-            self.conversation = self.store.get(conversation_id)
-            self.messages = self.store.messages(conversation_id)
+            self.conversation = self.history.get(conversation_id)
+            self.messages = self.history.messages(conversation_id)
         except StudioError as exc:
             self.banners.show_error(exc)
             return
@@ -306,9 +307,9 @@ class ChatView(QWidget):
             self.refresh_list()
             return
         try:
-            self.store.rename(conversation_id, title)
+            renamed = self.history.rename(conversation_id, title)
             if self.conversation is not None and self.conversation.id == conversation_id:
-                self.conversation = self.store.get(conversation_id)
+                self.conversation = renamed
                 self.title.setText(self.conversation.title)
         except StudioError as exc:
             self.banners.show_error(exc)
@@ -325,7 +326,7 @@ class ChatView(QWidget):
             if answer != QMessageBox.StandardButton.Yes:
                 return
         try:
-            self.store.delete(conversation_id)
+            self.history.delete(conversation_id)
         except StudioError as exc:
             self.banners.show_error(exc)
             return
@@ -345,7 +346,7 @@ class ChatView(QWidget):
     def export_dialog(self, conversation_id: int, fmt: str) -> None:
         suffix = ".md" if fmt == "markdown" else ".json"
         try:
-            title = self.store.get(conversation_id).title
+            title = self.history.get(conversation_id).title
         except StudioError as exc:
             self.banners.show_error(exc)
             return
@@ -360,11 +361,7 @@ class ChatView(QWidget):
 
     def export_to(self, conversation_id: int, fmt: str, path: str | Path) -> bool:
         try:
-            text = (
-                self.store.export_markdown(conversation_id)
-                if fmt == "markdown"
-                else self.store.export_json(conversation_id)
-            )
+            text = self.history.export(conversation_id, fmt)
             Path(path).write_text(text, encoding="utf-8")
         except StudioError as exc:
             self.banners.show_error(exc)
@@ -416,15 +413,13 @@ class ChatView(QWidget):
             return self._send_edit(text)
         try:
             if self.conversation is None:
-                self.conversation = self.store.create(
+                self.conversation = self.history.create(
                     title_from(text), model=self.model_info.get("name", ""), system_prompt=self.panel.prompt()
                 )
             elif self.conversation.title == DEFAULT_TITLE and not self.messages:
-                self.store.rename(self.conversation.id, title_from(text))
-                self.conversation = self.store.get(self.conversation.id)
-            self._store_unsaved()
+                self.conversation = self.history.rename(self.conversation.id, title_from(text))
             history = self._history()
-            user = self.store.add_message(self.conversation.id, "user", text)
+            user = self.history.add_question(self.conversation.id, text)
         except StudioError as exc:
             self.banners.show_error(exc)
             return False
@@ -441,7 +436,7 @@ class ChatView(QWidget):
             return
         history = self._history()
         try:
-            self.store.delete_messages_after(self.conversation.id, user.id)
+            self.history.delete_after(self.conversation.id, user.id)
         except StudioError as exc:
             self.banners.show_error(exc)
             return
@@ -471,8 +466,8 @@ class ChatView(QWidget):
         history = self._history()
         before = [m for m in self.messages if m.id < user.id]
         try:
-            self.store.delete_messages_after(self.conversation.id, before[-1].id if before else 0)
-            new_user = self.store.add_message(self.conversation.id, "user", text)
+            self.history.delete_after(self.conversation.id, before[-1].id if before else 0)
+            new_user = self.history.add_question(self.conversation.id, text)
         except StudioError as exc:
             self.banners.show_error(exc)
             return False
@@ -514,9 +509,8 @@ class ChatView(QWidget):
             return
         info = self.model_info
         try:
-            answer = self.store.add_message(
+            answer = self.history.begin_answer(
                 self.conversation.id,
-                "assistant",
                 self.answer_text,
                 model=str(info.get("name", "")),
                 device=str(info.get("device", "")),
@@ -540,12 +534,13 @@ class ChatView(QWidget):
         assert self.conversation is not None
         self.generating = True
         self.kind = kind
-        self._refused_text = text if kind in ("send", "edit") else ""
+        # Only a new question can be taken back whole (an edit has already replaced the old one).
+        self._refused_text = text if kind == "send" else ""
+        self._continued_from = answer.text if answer is not None else None
         # A new answer is stored when the engine starts answering (the model is known by then); a
         # continued one is the stored answer, written further.
         self.answer_id = answer.id if answer is not None else None
         self.answer_text = answer.text if answer is not None else ""
-        self.inputs.generating = True
         self.rederive()
         self._render_all()
         self.refresh_list()
@@ -603,10 +598,13 @@ class ChatView(QWidget):
     def rederive(self) -> None:
         """Chip, state banners and status from the current inputs (see ui.chat_state)."""
         state = derive(self.inputs)
-        if state.placement is not None:
-            self.model_badge.set_placement(state.placement)  # asked: what the model was loaded for
-        else:
-            self.model_badge.set_state(state.chip_kind, state.chip_text, state.chip_details)
+        chip = (state.placement, state.chip_kind, state.chip_text, state.chip_details)
+        if chip != self._chip_shown:  # restyling the chip costs a style sheet pass: only on a change
+            self._chip_shown = chip
+            if state.placement is not None:
+                self.model_badge.set_placement(state.placement)  # asked: what the model was loaded for
+            else:
+                self.model_badge.set_state(state.chip_kind, state.chip_text, state.chip_details)
         self.state_banners.sync(state.banners)
 
     def _banner_read(self, key: tuple[str, str]) -> bool:
@@ -650,12 +648,13 @@ class ChatView(QWidget):
         if self.generating:
             if isinstance(error, ContextOverflowError) and not self.answer_text and self._take_back():
                 pass
+            elif self._continued_from is not None and self.answer_text == self._continued_from:
+                pass  # a Continue that wrote nothing: the answer stays as it was (and can be continued)
             elif self.answer_id is not None:
                 self._save_answer(self.answer_text, "error", None)
             elif self.answer_text:
                 self._keep_unsaved(self.answer_text, "error", {})
             self.generating = False
-            self.inputs.generating = False
             self._reload_messages()
             self._render_all()
             self._update_actions()
@@ -669,7 +668,7 @@ class ChatView(QWidget):
             return False
         before = [m for m in self.messages if m.id < user.id]
         try:
-            self.store.delete_messages_after(self.conversation.id, before[-1].id if before else 0)
+            self.history.delete_after(self.conversation.id, before[-1].id if before else 0)
         except StudioError as exc:
             log.warning("could not remove the refused message: %s", exc)
             return False
@@ -687,7 +686,6 @@ class ChatView(QWidget):
                 self._store_answer()
             self._save_answer(self.answer_text, "cancelled", None)
             self.generating = False
-            self.inputs.generating = False
 
     # --- internals --------------------------------------------------------------------------------
     def _end(self, stats: dict[str, Any], state: str) -> None:
@@ -707,7 +705,6 @@ class ChatView(QWidget):
             self._keep_unsaved(text, stop_reason, data)
         self._save_answer(text, stop_reason, data)
         self.generating = False
-        self.inputs.generating = False
         self.state_banners.drop("busy")
         if not state:
             self.inputs.answer_error = None  # an answer came: the last failure no longer holds
@@ -722,11 +719,11 @@ class ChatView(QWidget):
         if self.answer_id is None:
             return
         try:
-            self.store.update_message(
+            self.history.save_answer(
                 self.answer_id,
-                text=text,
-                stop_reason=stop_reason,
-                stats=stats,
+                text,
+                stop_reason,
+                stats,
                 device=str(stats.get("device") or short_ep_name(str(stats.get("ep", "")))) if stats else None,
                 ep=str(stats.get("ep", "")) if stats else None,
             )
@@ -737,52 +734,25 @@ class ChatView(QWidget):
     def _reload_messages(self) -> None:
         if self.conversation is None:
             return
-        self._store_unsaved()
         try:
-            self.messages = self.store.messages(self.conversation.id)
+            self.messages = self.history.messages(self.conversation.id)
         except StudioError as exc:
             self.banners.show_error(exc)
-            return
-        self.messages += [m for m in self._unsaved if m.conversation_id == self.conversation.id]
 
     def _keep_unsaved(self, text: str, stop_reason: str, stats: dict[str, Any]) -> None:
         """The store refused the answer: keep it in memory (and on screen) rather than lose it."""
-        if self.conversation is None or not text:
+        if self.conversation is None:
             return
         info = self.model_info
-        self._unsaved.append(
-            Message(
-                -1,
-                self.conversation.id,
-                "assistant",
-                text,
-                time.time(),
-                model=str(info.get("name", "")),
-                device=str(stats.get("device") or info.get("device", "")),
-                ep=str(stats.get("ep") or info.get("ep", "")),
-                stop_reason=stop_reason,
-                stats=stats,
-            )
+        self.history.keep_unsaved(
+            self.conversation.id,
+            text,
+            model=str(info.get("name", "")),
+            device=str(stats.get("device") or info.get("device", "")),
+            ep=str(stats.get("ep") or info.get("ep", "")),
+            stop_reason=stop_reason,
+            stats=stats,
         )
-
-    def _store_unsaved(self) -> None:
-        """Store answers kept in memory while the disk refused them (before anything newer is stored)."""
-        still: list[Message] = []
-        for m in self._unsaved:
-            try:
-                self.store.add_message(
-                    m.conversation_id,
-                    "assistant",
-                    m.text,
-                    model=m.model,
-                    device=m.device,
-                    ep=m.ep,
-                    stop_reason=m.stop_reason,
-                    stats=m.stats,
-                )
-            except StudioError:
-                still.append(m)
-        self._unsaved = still
 
     def _entry_for_answer(self, state: str, footer: str) -> Entry:
         return answer_entry(self.answer_id or -1, self.answer_text, self.model_info, state, footer)
@@ -823,8 +793,7 @@ class ChatView(QWidget):
         prompt = self.panel.prompt()
         if self.conversation is not None and self.conversation.system_prompt != prompt:
             try:
-                self.store.set_system_prompt(self.conversation.id, prompt)
-                self.conversation = self.store.get(self.conversation.id)
+                self.conversation = self.history.set_system_prompt(self.conversation.id, prompt)
             except StudioError as exc:
                 self.banners.show_error(exc)
         emit(self.settings_changed, prompt, self.panel.options())

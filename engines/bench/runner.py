@@ -23,10 +23,9 @@ import logging
 import os
 import platform
 import tempfile
-import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,11 +33,9 @@ from typing import Any
 from engines.bench.data import (
     CHAT,
     FAILED,
-    OK,
     UNAVAILABLE,
     VISION,
     BenchConfig,
-    BenchProgress,
     BenchRun,
     DeviceResult,
     LatencyStats,
@@ -47,6 +44,14 @@ from engines.bench.data import (
     paired_overhead,
     throughput,
 )
+from engines.bench.measure import (
+    BenchProgressCallback,
+    Reporter,
+    ResourceMeter,
+    check_cancel,
+    interleave,
+    measured_on,
+)
 from engines.errors import CancelledError, ModelError
 from engines.runtime.devices import DiscoveryReport, discover
 from engines.runtime.fallback import HEALTH, note_failure
@@ -54,12 +59,8 @@ from engines.types import CPU_EP, CancelToken, DeviceChoice, DeviceType, Placeme
 
 log = logging.getLogger(__name__)
 
-BenchProgressCallback = Callable[[BenchProgress], None]
 ResultCallback = Callable[[DeviceResult], None]
-Clock = Callable[[], float]
 
-BURST = 1  # calls per candidate before switching: pairs of calls made back to back
-RSS_SAMPLE_SECONDS = 0.05
 
 
 def model_kind(folder: str | os.PathLike[str]) -> str:
@@ -79,115 +80,6 @@ def model_kind(folder: str | os.PathLike[str]) -> str:
         "onnxruntime-genai chat model (genai_config.json).",
         "Benchmark one of the installed models (`npu-studio models`), or import the model first.",
     )
-
-
-def _check(cancel: CancelToken | None) -> None:
-    if cancel is not None and cancel.cancelled:
-        raise CancelledError("Benchmark cancelled.")
-
-
-# --------------------------------------------------------------------------------------------
-# Measuring helpers
-# --------------------------------------------------------------------------------------------
-
-
-def interleave(
-    calls: Mapping[str, Callable[[], object]],
-    count: int,
-    *,
-    burst: int = BURST,
-    cancel: CancelToken | None = None,
-    on_step: Callable[[int], None] | None = None,
-    clock: Clock = time.perf_counter,
-) -> dict[str, list[float]]:
-    """Time `count` calls of each candidate (milliseconds), alternating them in bursts of `burst` and
-    reversing the order every other burst, so that slow spells hit every candidate alike."""
-    times: dict[str, list[float]] = {name: [] for name in calls}
-    items = list(calls.items())
-    done = 0
-    round_index = 0
-    while done < count:
-        n = min(burst, count - done)
-        order = items if round_index % 2 == 0 else items[::-1]
-        for name, fn in order:
-            samples = times[name]
-            for _ in range(n):
-                _check(cancel)
-                started = clock()
-                fn()
-                samples.append((clock() - started) * 1000)
-        done += n
-        round_index += 1
-        if on_step is not None:
-            on_step(done)
-    return times
-
-
-class ResourceMeter:
-    """Process CPU % (CPU time / wall time) and peak RSS (sampled in a thread) over a `with` block."""
-
-    def __init__(self, interval: float = RSS_SAMPLE_SECONDS) -> None:
-        import psutil
-
-        self._process = psutil.Process()
-        self._interval = interval
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._peak = 0
-        self._cpu0 = 0.0
-        self._wall0 = 0.0
-        self.result: Resources | None = None
-        self._cpu_count = psutil.cpu_count(logical=True) or 1
-
-    def _cpu(self) -> float:
-        times = self._process.cpu_times()
-        return float(times.user + times.system)
-
-    def _sample(self) -> None:
-        while not self._stop.wait(self._interval):
-            self._peak = max(self._peak, int(self._process.memory_info().rss))
-
-    def __enter__(self) -> ResourceMeter:
-        self._peak = int(self._process.memory_info().rss)
-        self._cpu0, self._wall0 = self._cpu(), time.perf_counter()
-        self._thread = threading.Thread(target=self._sample, name="bench-rss", daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        wall = time.perf_counter() - self._wall0
-        cpu = self._cpu() - self._cpu0
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        self._peak = max(self._peak, int(self._process.memory_info().rss))
-        self.result = Resources(
-            cpu_percent=100 * cpu / wall if wall > 0 else 0.0,
-            cpu_count=self._cpu_count,
-            peak_rss_mb=self._peak / (1024 * 1024),
-        )
-
-
-class _Reporter:
-    """Turns per-job fractions into overall progress for the callback."""
-
-    def __init__(self, jobs: int, callback: BenchProgressCallback | None) -> None:
-        self.jobs = max(1, jobs)
-        self.job = 0
-        self.stage = ""
-        self._callback = callback
-
-    def start_job(self, stage: str) -> None:
-        self.job += 1
-        self.update(0.0, stage)
-
-    def update(self, fraction: float, stage: str | None = None, detail: str = "") -> None:
-        if stage is not None:
-            self.stage = stage
-        if self._callback is None:
-            return
-        overall = (self.job - 1 + min(1.0, max(0.0, fraction))) / self.jobs
-        self._callback(BenchProgress(overall, self.stage, detail, self.job, self.jobs))
 
 
 # --------------------------------------------------------------------------------------------
@@ -240,11 +132,11 @@ def run_benchmark(
     kinds = [(Path(folder), model_kind(folder)) for folder in config.models]
     report = report or discover()
     started_wall, started = time.time(), time.perf_counter()
-    reporter = _Reporter(len(kinds) * len(config.devices), on_progress)
+    reporter = Reporter(len(kinds) * len(config.devices), on_progress)
     results: list[DeviceResult] = []
     for folder, kind in kinds:
         for device in config.devices:
-            _check(cancel)
+            check_cancel(cancel)
             name = folder.name
             reporter.start_job(f"{name} on the {device.value}")
             usable = HEALTH.apply(report).usable(device)  # a device that failed earlier is not measured
@@ -253,7 +145,9 @@ def run_benchmark(
                 result = DeviceResult(name, kind, device.value, UNAVAILABLE, reason)
             else:
                 ep = usable[0].ep
-                measure = _bench_vision if kind == VISION else _bench_chat
+                from engines.bench.chat_run import bench_chat
+
+                measure = _bench_vision if kind == VISION else bench_chat
                 try:
                     result = measure(folder, device, ep, config, report, reporter, cancel)
                 except CancelledError:
@@ -300,7 +194,7 @@ def _bench_vision(
     ep: str,
     config: BenchConfig,
     report: DiscoveryReport,
-    reporter: _Reporter,
+    reporter: Reporter,
     cancel: CancelToken | None,
 ) -> DeviceResult:
     from engines.api import open_classifier
@@ -321,7 +215,7 @@ def _bench_vision(
         first_s, first_status = first.create_seconds, first.cache.status if first.cache else ""
         del first
         gc.collect()
-        _check(cancel)
+        check_cancel(cancel)
         reporter.update(0.08, detail="creating the session (cached)")
         opened = open_on_device(cache)
         sessions = SessionTimes(
@@ -341,7 +235,7 @@ def _bench_vision(
     overhead_ms, ratio = paired_overhead(measured.engine_ms, measured.raw_ms) if raw is not None else (None, None)
     placement = measured.placement
     return DeviceResult(
-        **_measured_on(folder, VISION, device, ep, placement),
+        **measured_on(folder, VISION, device, ep, placement),
         sessions=sessions,
         latency_unit="ms per image",
         latency=engine,
@@ -363,7 +257,7 @@ def _bench_vision(
 def _measure_classifier(
     classifier: Any,
     config: BenchConfig,
-    reporter: _Reporter,
+    reporter: Reporter,
     cancel: CancelToken | None,
 ) -> _VisionTimes:
     """Warm up, then time the engine against raw session.run (alternately), then batch N."""
@@ -395,7 +289,7 @@ def _measure_classifier(
 
     reporter.update(0.15, detail="warming up")
     for _ in range(config.warmup):
-        _check(cancel)
+        check_cancel(cancel)
         engine_call()
         raw_call()
     if config.warmup and batch > 1:
@@ -413,7 +307,7 @@ def _measure_classifier(
         times = interleave(calls, config.runs, cancel=cancel, on_step=step)
         batch_s: list[float] = []
         for i in range(batch_calls):
-            _check(cancel)
+            check_cancel(cancel)
             started = time.perf_counter()
             engine_batch()
             batch_s.append(time.perf_counter() - started)
@@ -430,21 +324,6 @@ def _measure_classifier(
     )
 
 
-def _measured_on(folder: Path, kind: str, device: DeviceType, ep: str, placement: Placement) -> dict[str, Any]:
-    """The fields every measured result shares: what ran, and where it really ran."""
-    return {
-        "model": folder.name,
-        "kind": kind,
-        "device": device.value,
-        "status": OK,
-        "ep": ep,
-        "ran_on": placement.ran_on(),
-        "fell_back": placement.fell_back,
-        "fallback_reason": placement.reason if placement.fell_back else "",
-        "placement": placement.as_dict(),
-    }
-
-
 def _session_note(ep: str, first_status: str) -> str:
     if ep == CPU_EP:
         return (
@@ -456,97 +335,3 @@ def _session_note(ep: str, first_status: str) -> str:
     if first_status == "not-needed":
         return f"{short_ep_name(ep)} runs the ONNX model directly: there is nothing to compile or cache."
     return ""
-
-
-# --------------------------------------------------------------------------------------------
-# Chat
-# --------------------------------------------------------------------------------------------
-
-
-def _bench_chat(
-    folder: Path,
-    device: DeviceType,
-    ep: str,
-    config: BenchConfig,
-    report: DiscoveryReport,
-    reporter: _Reporter,
-    cancel: CancelToken | None,
-) -> DeviceResult:
-    from engines.api import open_chat
-    from engines.bench.genai import RawGenaiLoop, chat_numbers, chat_prompt_tokens, lockstep_answer
-    from engines.chat.conversation import ChatOptions, StopReason
-    from engines.chat.model import genai
-
-    choice = DeviceChoice(ep=ep)
-    reporter.update(0.02, detail="loading the model (first)")
-    t = time.perf_counter()
-    first = open_chat(folder, choice)
-    first_s = time.perf_counter() - t
-    del first
-    gc.collect()
-    _check(cancel)
-    reporter.update(0.15, detail="loading the model (again)")
-    t = time.perf_counter()
-    model = open_chat(folder, choice)
-    sessions = SessionTimes(
-        first_s,
-        time.perf_counter() - t,
-        note="Chat models load through onnxruntime-genai (og.Model); nothing is compiled into NPU Studio's "
-        "cache, so both are full loads (the second one finds the files in the OS file cache).",
-    )
-    og = genai()
-    raw_prompt = chat_prompt_tokens(model.tokenizer, config.chat_prompt)
-
-    def answer(max_new: int) -> Any:
-        options = ChatOptions(max_new_tokens=max_new)  # greedy: the engine and the raw loop agree
-        conversation = model.new_conversation(options=options)
-        raw = None
-        if config.compare_raw:
-            search = options.search_options(model.context_window(options))
-            raw = RawGenaiLoop(og, model.model, model.tokenizer, search, model.eos_token_ids)
-        try:
-            result = lockstep_answer(conversation, config.chat_prompt, raw, raw_prompt, cancel=cancel)
-        finally:
-            conversation.close()
-        if result.stats.stop_reason == StopReason.CANCELLED:
-            raise CancelledError("Benchmark cancelled.")
-        return result
-
-    reporter.update(0.25, detail="warming up")
-    if config.warmup:
-        answer(min(8, config.chat_tokens))
-    answers = []
-    with ResourceMeter() as meter:
-        for r in range(config.chat_rounds):
-            reporter.update(0.3 + 0.7 * r / config.chat_rounds, detail=f"answer {r + 1}/{config.chat_rounds}")
-            answers.append(answer(config.chat_tokens))
-    placement = model.placement
-    chat = chat_numbers(answers)
-    samples = [ms for a in answers for ms in a.per_token_ms()]
-    notes = [
-        "Latency: the engine's time per generated token after the first (decode).",
-        "Decode: the engine and a raw onnxruntime-genai loop (a second generator on the same og.Model) "
-        "step in lockstep, one piece each in turn, so both see the same machine load; tokens/s at the median "
-        "time per token.",
-        "Time to first token: the engine's includes rendering the chat template and tokenizing; the raw "
-        "loop's starts at append_tokens.",
-        "Batch N: the chat engine serves one conversation at a time, so only batch 1 is measured.",
-    ]
-    if not all(a.same_text for a in answers):
-        notes.append("The raw loop's text differed from the engine's; the decode comparison is approximate.")
-    if chat.decode_tokens < 2 * config.chat_rounds:
-        notes.append("The model ended its answers almost at once; try a prompt that asks for a longer answer.")
-    return DeviceResult(
-        **_measured_on(folder, CHAT, device, ep, placement),
-        sessions=sessions,
-        latency_unit="ms per token",
-        latency=LatencyStats.of(samples) if samples else None,
-        samples_ms=tuple(samples),
-        throughput_unit="tokens/s",
-        throughput_batch1=chat.decode_tokens_per_s,
-        throughput_batch_n=None,
-        batch=1,
-        resources=meter.result,
-        chat=chat,
-        notes=tuple(notes),
-    )

@@ -8,7 +8,6 @@ libraries (custom ops, EP plugins): a model folder never decides which code runs
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import threading
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from engines import jsonfile
+from engines.chat import config_policy
 from engines.errors import DeviceUnavailableError, ModelError, StudioError
 from engines.models.native import refuse_library_keys, walk
 from engines.models.paths import resolve_inside
@@ -108,6 +108,7 @@ def validate_model_folder(folder: str | Path) -> ModelFolder:
             "The file is not an onnxruntime-genai config; rebuild the folder with the model builder.",
         )
     refuse_library_keys(config, GENAI_CONFIG)
+    config_policy.check_config(config)  # only the session, provider and search options a folder may set
     model = config["model"]
     decoder = model.get("decoder")
     if not isinstance(decoder, dict) or not isinstance(decoder.get("filename"), str):
@@ -394,7 +395,9 @@ def genai() -> Any:
     """The onnxruntime_genai module (a test fake when one is installed with `use_fake_genai`)."""
     if _og_override is not None:
         return _og_override
-    return importlib.import_module("onnxruntime_genai")
+    from engines import runtime
+
+    return runtime.import_genai()
 
 
 def use_fake_genai(module: Any) -> None:

@@ -38,8 +38,11 @@ def resolve_inside(
     parts = PurePosixPath(name.replace("\\", "/")).parts
     if ".." in parts:
         raise ModelError(f"{what} points outside the model's folder with '..' ({name}).", hint)
-    root = Path(folder).resolve()
-    target = root.joinpath(*parts).resolve()
+    try:
+        root = Path(folder).resolve()
+        target = root.joinpath(*parts).resolve()
+    except (RuntimeError, OSError) as exc:  # a loop of links: RuntimeError up to Python 3.12, OSError after
+        raise ModelError(f"{what} is a loop of symbolic links ({name}).", hint) from exc
     if target == root:
         raise ModelError(f"{what} names the model folder itself ({name}), not a file in it.", hint)
     if not target.is_relative_to(root):

@@ -279,7 +279,9 @@ def _trial(folder: str, kind: str, model_file: str, input_size: tuple[int, int])
 
 
 def _try_chat(folder: str) -> str:
-    import onnxruntime_genai as og
+    from engines.runtime import import_genai
+
+    og = import_genai()  # after onnxruntime, as the Windows ML genai build needs
 
     config = og.Config(folder)
     config.clear_providers()  # the CPU: the trial is about the model's code, not a device

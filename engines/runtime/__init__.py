@@ -4,9 +4,12 @@ tests can swap in a fake at this boundary."""
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 from types import ModuleType
 from typing import Any
+
+from engines.errors import StudioError
 
 _override: Any = None
 # ONNX Runtime's own logger writes coloured lines to stderr from native code. 3 = errors only: every
@@ -33,13 +36,44 @@ def _apply_native_log_level(module: Any) -> None:
 
 
 def ort() -> Any:
-    """The onnxruntime module in use (a test fake when one is installed with `use_fake`)."""
+    """The onnxruntime module in use (a test fake when one is installed with `use_fake`).
+
+    A native load failure becomes a RuntimeLoadError (still an ImportError) that says why in plain words."""
     if _override is not None:
         return _override
-    module = importlib.import_module("onnxruntime")
+    try:
+        module = importlib.import_module("onnxruntime")
+    except ImportError as exc:
+        raise RuntimeLoadError.explain(exc) from exc
     if _native_applied != _native_severity:
         _apply_native_log_level(module)
     return module
+
+
+class RuntimeLoadError(StudioError, ImportError):
+    """ONNX Runtime itself could not be loaded."""
+
+    code = "runtime-load"
+
+    @classmethod
+    def explain(cls, exc: ImportError) -> RuntimeLoadError:
+        text = str(exc)
+        first = text.splitlines()[0] if text else "DLL load failed"
+        if re.search(r"msvcp140|vcruntime140|initialization routine failed", text, re.IGNORECASE):
+            return cls(
+                "ONNX Runtime could not start: another package loaded an older Microsoft C++ runtime "
+                f"(msvcp140.dll) into the app first ({first}).",
+                "Remove or update that package (winrt-runtime 3.x bundles an old one; 4.x bundles none), "
+                "or install the latest Microsoft Visual C++ Redistributable, then restart.",
+                native=text,
+            )
+        if "No module named" in text:
+            return cls(
+                "ONNX Runtime is not installed in this environment.",
+                "Reinstall NPU Studio (one ONNX Runtime build per platform: see installer/README.md).",
+                native=text,
+            )
+        return cls(f"ONNX Runtime could not be loaded: {first}", "Reinstall NPU Studio.", native=text)
 
 
 def use_fake(module: Any) -> None:
@@ -99,6 +133,15 @@ def windows_build() -> int:
         return int(getattr(_override, "windows_build", 0) or 0)
     getter = getattr(sys, "getwindowsversion", None)
     return int(getter().build) if getter is not None else 0
+
+
+def import_genai() -> ModuleType:
+    """onnxruntime_genai, imported after onnxruntime: the Windows ML genai build (onnxruntime-genai-winml)
+    uses the ONNX Runtime already loaded in the process (its ARM64 wheel carries none of its own), and the
+    plugin EPs registered there."""
+    if _override is None:
+        importlib.import_module("onnxruntime")
+    return importlib.import_module("onnxruntime_genai")
 
 
 def version() -> str:

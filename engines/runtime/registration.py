@@ -87,7 +87,7 @@ def registrations() -> dict[str, Registration]:
 
 
 _API_MISMATCH = re.compile(r"API version\s*\[?(\d+)\]?.*?\[\s*1\s*,\s*(\d+)\s*\]", re.IGNORECASE | re.DOTALL)
-_CRT = re.compile(r"msvcp140|vcruntime140|DLL initialization routine failed|error:?\s*1114\b", re.IGNORECASE)
+_CRT = re.compile(r"msvcp140|vcruntime140|initialization routine failed|error:?\s*1114\b", re.IGNORECASE)
 _MISSING = re.compile(r"error:?\s*126\b|specified module could not be found|cannot open shared object", re.IGNORECASE)
 
 

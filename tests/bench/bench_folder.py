@@ -196,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", type=Path, help="generate the photos here and keep them for the next run")
     parser.add_argument("--no-app", action="store_true", help="skip the app-batch measurement")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    parser.add_argument("--record", action="store_true", help="store the figures in docs/PERFORMANCE.md")
     args = parser.parse_args(argv)
     if not (MODEL / "model.onnx").is_file():
         print(f"{MODEL} is missing: run `python assets/recipes/build_demo_models.py --only classifier`.")
@@ -221,6 +222,19 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(app_batch(large, args.rounds))
     passed = all(bool(r["ok"]) for r in rows)
     print(f"\noverall: {verdict(passed)}")
+    if args.record:
+        from tests.bench import perf_report
+
+        large_row, small_row = rows[0], rows[1]
+        values = {
+            f"{side}_{key}": float(row[key])
+            for side, row in (("large", large_row), ("small", small_row))
+            for key in ("cli_s", "script_s", "speedup", "cli_rss_mb")
+        }
+        values["identical"] = float(bool(large_row["identical"]) and bool(small_row["identical"]))
+        values["app_ratio"] = float(rows[2]["ratio"]) if len(rows) > 2 else 0.0
+        command = " ".join(["python", "tests/bench/bench_folder.py", *(argv if argv is not None else sys.argv[1:])])
+        perf_report.record("folder", values, command)
     return 1 if args.strict and not passed else 0
 
 

@@ -68,6 +68,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    parser.add_argument("--record", action="store_true", help="store the figures in docs/PERFORMANCE.md")
     args = parser.parse_args()
 
     settings = SessionSettings(intra_op_threads=args.threads)
@@ -118,6 +119,17 @@ def main() -> int:
         print(f"  {name:<18} median {statistics.median(values):8.1f} ms")
     ok2 = speedup >= 2.0
     print(f"  speed-up vs naive: {speedup:.2f}x  target >= 2x  {'PASS' if ok2 else 'FAIL'}  (same top-1: {same})")
+    if args.record:
+        from tests.bench import perf_report
+
+        figures = {
+            "classifier_p50_ms": p(lat["ImageClassifier"], 50),
+            "raw_p50_ms": p(lat["raw session.run"], 50),
+            "overhead_ratio": ratio,
+            "photo_ms": statistics.median(e2e["ImageClassifier"]),
+            "photo_speedup": speedup,
+        }
+        perf_report.record("vision", figures, " ".join(["python", "tests/bench/bench_vision.py", *sys.argv[1:]]))
     return 0 if (ok1 and ok2) or not args.strict else 1
 
 

@@ -151,7 +151,7 @@ def test_a_classifier_section_that_is_a_list_is_one_clear_line(
     (folder / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     code, _, err = _cli(["classify", "--model", str(folder), str(samples / "chelsea.png")], capsys)
     reliability.record(CAT_DISK, "classify --model: the classifier section is a list", "one clear line", err)
-    assert code == 2 and err.startswith("npu-studio: error:") and "classifier section is a list" in err
+    assert code == 2 and err.startswith("npu-studio: error:") and "classifier section" in err
 
 
 def test_onnx_runtime_warnings_never_reach_the_terminal(tmp_path: Path, samples: Path, reliability: Recorder) -> None:

@@ -137,6 +137,17 @@ def test_continue_after_the_length_limit_writes_on_in_the_same_answer(make_studi
     )
     assert f"npu-action:continue/{answer.id}" not in view.transcript.link_labels()
 
+    model.pieces, model.stop_reason = [" More."], "length"
+    view.send_text("Another")
+    qtbot.waitUntil(lambda: not view.generating, timeout=TIMEOUT)
+    cut = view.messages[-1]
+    model.error = ContextOverflowError("The context window is full.", "Start a new chat.")
+    click_link(view, f"npu-action:continue/{cut.id}")  # nothing more fits: the answer stays as it was
+    qtbot.waitUntil(lambda: not view.generating, timeout=TIMEOUT)
+    kept = studio.store.messages(view.conversation.id)[-1]
+    assert (kept.text, kept.stop_reason) == (" More.", "length") and "Failed" not in view.transcript.plain_text()
+    assert view.banners.messages() == ["The context window is full."]
+
 
 def test_stats_say_decode_and_prefill_rates_and_time_to_first_token() -> None:
     stats = {
@@ -286,3 +297,27 @@ def test_each_answer_says_where_it_ran(make_studio: Any, qtbot: Any) -> None:
     qtbot.waitUntil(lambda: not view.generating, timeout=TIMEOUT)
     assert "Assistant  ·  fake-model  ·  ✓ CPU" in view.transcript.plain_text()
     assert view.model_badge.text() == "CPU" and view.model_badge.kind == "ok"
+
+
+def test_ctrl_r_writes_the_last_answer_again_and_ctrl_l_goes_to_the_box(make_studio: Any, qtbot: Any) -> None:
+    model = FakeChatModel()
+    studio = ready(make_studio, qtbot, model)
+    view = studio.chat_view
+    studio.window.activateWindow()
+    qtbot.waitUntil(studio.window.isActiveWindow)
+    assert view.send_text("Hello")
+    qtbot.waitUntil(lambda: not view.generating, timeout=TIMEOUT)
+    view.transcript.setFocus()
+    qtbot.keyClick(view.transcript, Qt.Key.Key_L, Qt.KeyboardModifier.ControlModifier)
+    assert view.input.hasFocus()
+    qtbot.keyClick(view.input, Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier)
+    qtbot.waitUntil(lambda: not view.generating and model.requests[-1][0] == "regenerate", timeout=TIMEOUT)
+    assert [m.role for m in view.messages] == ["user", "assistant"]
+
+
+def test_an_answer_that_fell_back_says_asked_and_ran_in_the_chip_words() -> None:
+    from ui.chat_text import answer_chip
+
+    kind, line, details = answer_chip(CPU_EP, "CPU", {"fell_back": True, "asked": "NPU", "fallback_reason": "No NPU."})
+    assert (kind, line) == ("warn", "Asked NPU → Ran on CPU") and "No NPU." in details
+    assert answer_chip(CPU_EP, "CPU", {})[:2] == ("ok", "CPU")

@@ -94,3 +94,22 @@ def test_the_host_cancels_a_download(qtbot: Any, catalog_pc: FakeCatalogEp) -> N
         assert catalog_pc.state == EpReadyState.NotPresent
     finally:
         assert host.shutdown()
+
+
+def test_the_app_offers_the_download_only_with_downloads_allowed(
+    make_studio: Any, qtbot: Any, catalog_pc: FakeCatalogEp
+) -> None:
+    studio = make_studio()
+    studio.show()
+    card = studio.devices_view.downloads
+    qtbot.waitUntil(lambda: not card.isHidden(), timeout=60_000)
+    assert "QNN 2.2420.43" in card.title.text()
+    assert not card.download_button.isEnabled()  # downloads are off by default (offline demos)
+    studio._on_allow_downloads(True)
+    assert card.download_button.isEnabled()
+    card.confirm = lambda text: True
+    with qtbot.waitSignal(studio.devices.downloaded, timeout=20_000) as blocker:
+        card.download_button.click()
+    assert blocker.args[0][0].ok
+    qtbot.waitUntil(lambda: card.isHidden(), timeout=20_000)  # rediscovered: nothing left to download
+    assert any(d.usable and d.ep == QNN for d in studio.devices_view.devices)

@@ -1,0 +1,79 @@
+"""The one reader of user-writable JSON (engines/jsonfile.py) and the work folders a killed process
+cannot leave behind (engines/workdirs.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from engines import jsonfile, workdirs
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        (b"[" * 100_000, "nests deeper"),
+        (b'{"a": ' * 70 + b"1" + b"}" * 70, "nests deeper"),
+        (b"9" * 5000, "cannot be parsed"),
+        (b"\xff\xfe{}", "not UTF-8"),
+        (b'{"a": 1', "not valid JSON"),
+    ],
+    ids=["deep array", "deep object", "5000-digit number", "not UTF-8", "cut short"],
+)
+def test_damaged_json_is_one_error_with_the_reason(tmp_path: Path, content: bytes, words: str) -> None:
+    path = tmp_path / "x.json"
+    path.write_bytes(content)
+    with pytest.raises(jsonfile.JsonFileError) as caught:
+        jsonfile.read_json(path)
+    assert words in caught.value.problem and caught.value.kind == "damaged"
+
+
+def test_brackets_inside_strings_do_not_count_as_nesting(tmp_path: Path) -> None:
+    path = tmp_path / "x.json"
+    path.write_text('{"template": "' + "[{" * 10_000 + '", "n": [1, [2]]}', encoding="utf-8")
+    assert jsonfile.read_object(path)["n"] == [1, [2]]
+
+
+def test_a_fifo_a_folder_a_missing_file_and_a_huge_file(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    started = time.monotonic()
+    with pytest.raises(jsonfile.JsonFileError, match="not a regular file"):
+        jsonfile.read_json(fifo)
+    assert time.monotonic() - started < 1
+    (tmp_path / "folder.json").mkdir()
+    with pytest.raises(jsonfile.JsonFileError) as caught:
+        jsonfile.read_json(tmp_path / "folder.json")
+    assert caught.value.kind == "unreadable"
+    with pytest.raises(jsonfile.JsonFileError) as caught:
+        jsonfile.read_json(tmp_path / "nothing.json")
+    assert caught.value.missing
+    big = tmp_path / "big.json"
+    big.write_bytes(b"[" + b"1," * 600_000 + b"1]")
+    with pytest.raises(jsonfile.JsonFileError, match="far larger"):
+        jsonfile.read_json(big, max_bytes=1 << 20)
+    with pytest.raises(jsonfile.JsonFileError, match="not an object"):
+        big.write_text("[1]")
+        jsonfile.read_object(big)
+
+
+def test_work_folders_name_their_process_and_only_dead_ones_are_swept(tmp_path: Path) -> None:
+    mine = workdirs.make(tmp_path, ".import-my-p5-model-")
+    assert workdirs.owner(mine.name, ".import-my-p5-model-") == os.getpid()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    gone = tmp_path / f".import-x-p{dead.pid}-abcdefgh"
+    old_style = tmp_path / ".import-y-abcdefgh"  # no process id: kept until it is old
+    unrelated = tmp_path / "model"
+    for folder in (gone, old_style, unrelated):
+        folder.mkdir()
+    assert workdirs.sweep(tmp_path, (".import-",)) == [gone]
+    past = time.time() - workdirs.STALE_AGE_SECONDS - 10
+    os.utime(old_style, (past, past))
+    assert workdirs.sweep(tmp_path, (".import-",)) == [old_style]
+    assert mine.is_dir() and unrelated.is_dir()
