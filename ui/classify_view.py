@@ -31,6 +31,8 @@ from engines.types import Classification, DeviceChoice, Placement
 from ui.classify_parts import (
     IMAGE_SUFFIXES,
     DropZone,
+    ProbabilityBars,
+    ResultsModel,
     batch_summary,
     expand_paths,
     load_preview,
@@ -45,7 +47,8 @@ from ui.placement_chip import PlacementChip
 from ui.theme import colors
 from ui.widgets import MARGIN, SPACING, Banner, BannerArea, Spinner, ViewHeader, muted_label
 
-__all__ = ["IMAGE_SUFFIXES", "ClassifyView", "expand_paths", "placement_badge_kind"]
+# The parts that moved to ui.classify_parts stay importable from here.
+__all__ = ["IMAGE_SUFFIXES", "ClassifyView", "ProbabilityBars", "ResultsModel", "expand_paths", "placement_badge_kind"]
 
 
 def tr(text: str) -> str:
