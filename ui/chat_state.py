@@ -1,5 +1,6 @@
-"""The chat's one device state: what the header chip, the state banners and the status line say,
-derived from (the current device choice, the loaded model and its real placement, the last errors).
+"""The chat's one device state: what the header chip and the state banners say, derived from (the
+current device choice, the loaded model and its real placement, the last errors). The status bar's
+words for a load and an answer come from the chat host (app.view_links.wire_status).
 
 The view keeps those inputs and calls `derive` after every change; it never edits a banner or the
 chip by hand. A banner belongs to the input that raised it, so it goes when that input goes: a strict
@@ -38,7 +39,6 @@ class ChatInputs:
     info: dict[str, Any] = field(default_factory=dict)  # the loaded model (empty: none)
     model_error: object | None = None  # the last load failed
     answer_error: object | None = None  # the last answer failed
-    generating: bool = False
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QCoreApplication, QEvent, Qt, QTimer, Signal
-from PySide6.QtGui import QKeySequence, QShortcut
+from PySide6.QtGui import QKeySequence, QResizeEvent, QShortcut
 from PySide6.QtWidgets import (
     QApplication,
     QFileDialog,
@@ -54,6 +54,7 @@ from ui.widgets import MARGIN, SPACING, BannerArea, Spinner, ViewHeader, error_t
 log = logging.getLogger(__name__)
 
 MIN_RENDER_INTERVAL_MS = 16  # streamed text is drawn at most ~60 times a second
+NARROW_VIEW = 900  # below this width (the view's, in logical pixels) the conversation list folds away
 __all__ = ["ChatView", "stats_line", "title_from"]
 
 
@@ -95,6 +96,7 @@ class ChatView(QWidget):
         self._refused_text = ""  # a draft the engine refused (too long): put back into the box
         self._continued_from: str | None = None  # the answer's text before a Continue
         self._chip_shown: tuple[object, ...] = ()
+        self._list_choice: bool | None = None  # the user's show/hide of the conversation list, once made
         self._render_timer = QTimer(self)
         self._render_timer.setSingleShot(True)
         self._render_timer.timeout.connect(self._render_stream)
@@ -163,6 +165,7 @@ class ChatView(QWidget):
         self.conversations.delete_requested.connect(lambda i: self.delete_conversation(i, confirm=True))
         self.conversations.export_requested.connect(self.export_dialog)
         self.list_button.toggled.connect(self.conversations.setVisible)
+        self.list_button.clicked.connect(self._list_chosen)  # a click is the user's choice; resizes are not
         splitter.addWidget(self.conversations)
 
         center = QWidget()
@@ -213,6 +216,17 @@ class ChatView(QWidget):
         focus.activated.connect(self.input.setFocus)
         # Enter / Ctrl+Enter are the message box's own keys (ui.chat_composer.MessageBox).
         # Esc (stop, or leave edit mode) is a window-wide action: see escape().
+
+    def _list_chosen(self, shown: bool) -> None:
+        self._list_choice = shown
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        """A narrow window gives the conversation the room: the list folds away (unless the user chose)."""
+        super().resizeEvent(event)
+        if self._list_choice is None:
+            wide = event.size().width() >= NARROW_VIEW
+            if self.list_button.isChecked() != wide:
+                self.list_button.setChecked(wide)
 
     def changeEvent(self, event: QEvent) -> None:
         super().changeEvent(event)
@@ -541,7 +555,6 @@ class ChatView(QWidget):
         # continued one is the stored answer, written further.
         self.answer_id = answer.id if answer is not None else None
         self.answer_text = answer.text if answer is not None else ""
-        self.inputs.generating = True
         self.rederive()
         self._render_all()
         self.refresh_list()
@@ -656,7 +669,6 @@ class ChatView(QWidget):
             elif self.answer_text:
                 self._keep_unsaved(self.answer_text, "error", {})
             self.generating = False
-            self.inputs.generating = False
             self._reload_messages()
             self._render_all()
             self._update_actions()
@@ -688,7 +700,6 @@ class ChatView(QWidget):
                 self._store_answer()
             self._save_answer(self.answer_text, "cancelled", None)
             self.generating = False
-            self.inputs.generating = False
 
     # --- internals --------------------------------------------------------------------------------
     def _end(self, stats: dict[str, Any], state: str) -> None:
@@ -708,7 +719,6 @@ class ChatView(QWidget):
             self._keep_unsaved(text, stop_reason, data)
         self._save_answer(text, stop_reason, data)
         self.generating = False
-        self.inputs.generating = False
         self.state_banners.drop("busy")
         if not state:
             self.inputs.answer_error = None  # an answer came: the last failure no longer holds

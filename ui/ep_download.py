@@ -3,12 +3,12 @@ Windows Update), shows progress, can be cancelled, and is never offered while do
 
 from __future__ import annotations
 
-import html
 from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QMessageBox, QProgressBar, QPushButton, QVBoxLayout, QWidget
 
+from engines.text import rich_text
 from engines.types import short_ep_name
 from ui.widgets import Card, muted_label
 
@@ -65,7 +65,7 @@ class EpDownloadCard(Card):
             self.hide()
             return
         listing = ", ".join(f"{short_ep_name(name)} {version}".strip() for name, version in offered)
-        self.title.setText(f"Windows ML offers {html.escape(listing)} for this PC")
+        self.title.setText(f"Windows ML offers {rich_text(listing)} for this PC")
         if downloads_allowed:
             self.detail.setText("Windows Update downloads it when you ask; until then these devices are not usable.")
         else:

@@ -8,7 +8,6 @@ same everywhere.
 
 from __future__ import annotations
 
-import html
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 from PySide6.QtCore import QCoreApplication, QEvent, QPoint, Qt
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QSizePolicy, QToolButton, QVBoxLayout, QWidget
 
+from engines.text import rich_text
 from engines.types import EP_DEVICE_TYPE, DeviceType, Placement, short_ep_name
 from ui.icons import pixmap
 from ui.theme import colors
@@ -131,7 +131,7 @@ class WhyPopover(QFrame):
         title = QLabel(tr("Where this ran, and why"))
         title.setObjectName("SectionTitle")
         layout.addWidget(title)
-        self.label = QLabel(html.escape(text).replace("\n", "<br>"))
+        self.label = QLabel(rich_text(text).replace("\n", "<br>"))
         self.label.setWordWrap(True)
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.label.setMinimumWidth(320)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from engines import jsonfile
+from engines.chat import config_policy
 from engines.errors import DeviceUnavailableError, ModelError, StudioError
 from engines.models.native import refuse_library_keys, walk
 from engines.models.paths import resolve_inside
@@ -107,6 +108,7 @@ def validate_model_folder(folder: str | Path) -> ModelFolder:
             "The file is not an onnxruntime-genai config; rebuild the folder with the model builder.",
         )
     refuse_library_keys(config, GENAI_CONFIG)
+    config_policy.check_config(config)  # only the session, provider and search options a folder may set
     model = config["model"]
     decoder = model.get("decoder")
     if not isinstance(decoder, dict) or not isinstance(decoder.get("filename"), str):

@@ -360,10 +360,15 @@ def _open_error(model: Path, exc: BaseException) -> ModelError:
 def _check_classifier(folder: Path, spec: dict[str, Any]) -> dict[str, Any]:
     """Open the copied classifier on the CPU, check its contract, run one blank image; returns what the
     run taught (input/output names, class count, output kind)."""
+    import io
+
     import numpy as np
+    from PIL import Image
 
     from engines import runtime
     from engines.vision.classifier import ClassifierSpec, check_contract
+    from engines.vision.images import preprocess
+    from engines.vision.scores import to_probabilities
 
     parsed = ClassifierSpec.from_folder(folder)
     try:
@@ -371,20 +376,24 @@ def _check_classifier(folder: Path, spec: dict[str, Any]) -> dict[str, Any]:
     except Exception as exc:
         raise _open_error(parsed.model_path, exc) from exc
     contract = check_contract(session, parsed)
+    # A mid-grey photo through the manifest's own preprocessing: a normalisation that overflows shows here.
     h, w = parsed.preprocess.input_size
-    shape = (1, 3, h, w) if parsed.preprocess.layout == "NCHW" else (1, h, w, 3)
+    grey = io.BytesIO()
+    Image.new("RGB", (w, h), (128, 128, 128)).save(grey, "PNG")
+    tensor = preprocess(grey.getvalue(), parsed.preprocess)[None].astype(contract.dtype)
     try:
-        out = np.asarray(session.run([contract.output_name], {contract.input_name: np.zeros(shape, contract.dtype)})[0])
+        out = np.asarray(session.run([contract.output_name], {contract.input_name: tensor})[0])
     except Exception as exc:
         raise ModelError(f"The classifier failed on a test image: {str(exc).splitlines()[0]}",
                          "Check --size and --layout against the model's input.") from exc
-    if out.reshape(out.shape[0], -1).shape != (1, len(parsed.labels)):
-        raise ModelError(f"The classifier's output has shape {list(out.shape)}, not one score per label "
-                         f"({len(parsed.labels)} labels).", "Use the labels file that belongs to this model.")
+    # The same checks as every classification (batch axis, one score per label, finite numbers, true
+    # probabilities), so that what imports is what classifies.
     kind = spec.get("output_kind")
     if kind not in {"logits", "probabilities"}:
+        to_probabilities(out, 1, len(parsed.labels), "logits", "The classifier")
         flat = out.reshape(-1).astype(np.float64)
         kind = "probabilities" if flat.min() >= 0 and abs(flat.sum() - 1.0) < 1e-3 else "logits"
+    to_probabilities(out, 1, len(parsed.labels), str(kind), "The classifier")
     return {"input": contract.input_name, "output": contract.output_name, "num_classes": len(parsed.labels),
             "output_kind": kind}
 

@@ -23,6 +23,8 @@ from engines.runtime.sessions import SessionSettings, VerifiedSession, create_se
 from engines.types import CPU_EP, CancelToken, Classification, ClassScore, DeviceChoice, Placement
 from engines.vision.images import Preprocess, preprocess
 from engines.vision.pipeline import Decoded, decode_ahead
+from engines.vision.scores import softmax as softmax  # re-exported: callers score with it
+from engines.vision.scores import to_probabilities
 
 log = logging.getLogger(__name__)
 
@@ -60,9 +62,10 @@ class ClassifierSpec:
         manifest = read_manifest(root, require_schema=False)
         spec = manifest.classifier
         if spec is None:
-            raise ModelError(
-                f"The manifest in {root} is not valid: it has no classifier section.", "Re-import or rebuild the model."
-            )
+            raw = manifest.data.get("classifier")
+            problem = "it has no classifier section" if raw is None else (
+                f"its classifier section is a {type(raw).__name__}, not an object")  # fmt: skip
+            raise ModelError(f"The manifest in {root} is not valid: {problem}.", "Re-import or rebuild the model.")
         entry = manifest.model_entry()
         model_file, declared = entry.path, entry.size
         labels_name = str(spec.get("labels", "labels.txt"))
@@ -104,10 +107,6 @@ def read_labels(path: Path) -> tuple[str, ...]:
     return labels
 
 
-def softmax(logits: np.ndarray) -> np.ndarray:
-    shifted = logits - logits.max(axis=-1, keepdims=True)
-    exp = np.exp(shifted)
-    return exp / exp.sum(axis=-1, keepdims=True)
 
 
 def top_k(probs: np.ndarray, labels: Sequence[str], k: int) -> tuple[ClassScore, ...]:
@@ -182,6 +181,12 @@ def check_contract(session: Any, spec: ClassifierSpec) -> _Contract:
                 f"No output has {len(spec.labels)} classes (one per label).", "Check the labels file."
             )
         out = candidates[0]
+    if out.shape is not None and len(out.shape) < 2:
+        raise InputContractError(
+            f"Output '{out.name}' has shape {list(out.shape)}: no batch axis, so its scores cannot be told apart "
+            "per image.",
+            "Export the model with a batch axis first (N, classes).",
+        )
     last = out.shape[-1] if out.shape else None
     if isinstance(last, int) and last != len(spec.labels):
         raise InputContractError(
@@ -268,7 +273,7 @@ class ImageClassifier:
         h, w = self.spec.preprocess.input_size
         shape = (1, 3, h, w) if self.spec.preprocess.layout == "NCHW" else (1, h, w, 3)
         started = time.perf_counter()
-        self.infer(np.zeros(shape, dtype=self.contract.dtype))
+        self.probabilities(self.infer(np.zeros(shape, dtype=self.contract.dtype)))  # a wrong output is refused now
         return (time.perf_counter() - started) * 1000
 
     def infer(self, batch: np.ndarray) -> np.ndarray:
@@ -280,9 +285,9 @@ class ImageClassifier:
             self.session.run([self.contract.output_name], {self.contract.input_name: batch})[0], dtype=np.float32
         )
 
-    def probabilities(self, raw: np.ndarray) -> np.ndarray:
-        raw = raw.reshape(raw.shape[0], -1).astype(np.float32, copy=False)
-        return raw if self.spec.output_kind == "probabilities" else softmax(raw)
+    def probabilities(self, raw: np.ndarray, batch: int = 1) -> np.ndarray:
+        """(batch, classes) probabilities; wrong output (shape, NaN, false probabilities) is refused."""
+        return to_probabilities(raw, batch, len(self.spec.labels), self.spec.output_kind, f"The model {self.spec.name}")
 
     def classify(self, source: str | os.PathLike[str] | bytes, k: int = 5) -> Classification:
         """One photo -> top-k. Raises ImageError for a bad image."""
@@ -327,7 +332,7 @@ class ImageClassifier:
             started = time.perf_counter()
             raw = self.infer(np.stack([d.tensor for d in pending if d.tensor is not None]))
             per_image = (time.perf_counter() - started) * 1000 / len(pending)
-            probs = self.probabilities(raw)
+            probs = self.probabilities(raw, len(pending))
             for decoded, p in zip(pending, probs, strict=True):
                 top = top_k(p, self.spec.labels, k)
                 emit(decoded.index, Classification(decoded.path, top, per_image, decoded.preprocess_ms, self.placement))

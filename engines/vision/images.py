@@ -19,6 +19,7 @@ import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from engines.errors import ImageError
+from engines.vision.scores import check_normalisation
 
 # The decoders NPU Studio uses: the formats it documents (JPEG covers the MPO files many cameras write).
 # Pillow's other plugins stay off for untrusted files: rarely used parsers are where crashes hide, and
@@ -92,6 +93,7 @@ class Preprocess:
         if color not in {"RGB", "BGR"}:
             raise ValueError("'color' must be RGB or BGR")
         resize_shorter = whole(spec.get("resize_shorter", max(height, width)), "resize_shorter", 8192)
+        check_normalisation(triple("mean", (127.0, 127.0, 127.0)), triple("std", (128.0, 128.0, 128.0)))
         return cls(
             input_size=(height, width),
             resize_shorter=resize_shorter,

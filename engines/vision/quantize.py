@@ -44,6 +44,7 @@ from engines.models.paths import resolve_inside
 from engines.models.safety import inspect_onnx
 from engines.types import IMAGE_SUFFIXES
 from engines.vision.images import Preprocess, crop_aspect, load_rgb, resize_and_crop, to_tensor
+from engines.vision.scores import to_probabilities
 
 log = logging.getLogger(__name__)
 
@@ -452,14 +453,10 @@ def _cpu_session(model: Path) -> Any:
         raise explain(exc, "CPUExecutionProvider") from exc
 
 
-def _softmax(x: np.ndarray) -> np.ndarray:
-    e = np.exp(x - x.max())
-    return e / e.sum()
-
-
 def _top1(session: Any, input_name: str, tensor: np.ndarray, probabilities: bool) -> tuple[int, float]:
-    raw = np.asarray(session.run(None, {input_name: tensor[None].astype(np.float32, copy=False)})[0]).reshape(-1)
-    probs = raw if probabilities else _softmax(raw.astype(np.float64))
+    raw = np.asarray(session.run(None, {input_name: tensor[None].astype(np.float32, copy=False)})[0])
+    classes = raw.size if raw.ndim and raw.shape[0] == 1 else -1  # the same checks as every classification
+    probs = to_probabilities(raw, 1, classes, "probabilities" if probabilities else "logits")[0]
     index = int(np.argmax(probs))
     return index, float(probs[index])
 

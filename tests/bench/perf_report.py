@@ -67,7 +67,10 @@ BENCHMARKS: dict[str, Benchmark] = {
         "The demo chat model through the chat engine against llama.cpp (llama-cpp-python 0.3.36) on the "
         "Q4_1 GGUF it is built from, same prompt, greedy, same threads, alternating, medians. Quality: "
         "next-token agreement with the fp32 model and perplexity over 2,048 tokens, each runtime's own "
-        "logits. Targets: decode ratio >= 1.0, first-token ratio <= 1.0, quality no worse.",
+        "logits. Targets: decode ratio >= 1.0, first-token ratio <= 1.0, quality no worse. Read the speed "
+        "ratios with the machine's load: llama.cpp's OpenMP threads spin-wait, and on cores busy with other "
+        "work its decode collapses (3-4 tok/s at load 7 on 2 cores, where n_threads=1 gave 38 tok/s); on a "
+        "quiet sitting of the same machine it decoded 101-117 tok/s against the engine's 86-91.",
         (
             _f("engine_tps", "decode, NPU Studio", "tok/s"),
             _f("llama_tps", "decode, llama.cpp", "tok/s"),
@@ -128,7 +131,8 @@ def machine() -> str:
                     break
         except OSError:
             pass
-    return f"{platform.system()} {platform.machine()}, {cpu}, {os.cpu_count()} logical cores"
+    load = f", load average {os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else ""
+    return f"{platform.system()} {platform.machine()}, {cpu}, {os.cpu_count()} logical cores{load}"
 
 
 def record(bench: str, values: dict[str, float], command: str, notes: tuple[str, ...] = ()) -> Path:

@@ -321,3 +321,16 @@ def test_an_answer_that_fell_back_says_asked_and_ran_in_the_chip_words() -> None
     kind, line, details = answer_chip(CPU_EP, "CPU", {"fell_back": True, "asked": "NPU", "fallback_reason": "No NPU."})
     assert (kind, line) == ("warn", "Asked NPU → Ran on CPU") and "No NPU." in details
     assert answer_chip(CPU_EP, "CPU", {})[:2] == ("ok", "CPU")
+
+
+def test_a_narrow_window_folds_the_conversation_list_unless_the_user_chose(make_studio: Any, qtbot: Any) -> None:
+    studio = ready(make_studio, qtbot)
+    view = studio.chat_view
+    studio.window.resize(960, 540)
+    qtbot.waitUntil(lambda: not view.conversations.isVisible(), timeout=5000)
+    studio.window.resize(1280, 720)
+    qtbot.waitUntil(view.conversations.isVisible, timeout=5000)
+    view.list_button.click()  # the user hides it: a resize no longer brings it back
+    studio.window.resize(1300, 740)
+    qtbot.wait(50)
+    assert not view.conversations.isVisible()
