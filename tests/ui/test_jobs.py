@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
 from PySide6.QtCore import Signal
 
 from app.jobs import Host, Job, JobContext, Worker
