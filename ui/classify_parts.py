@@ -152,7 +152,7 @@ class ResultsModel(QAbstractTableModel):
         result = self.results[index.row()]
         column = index.column()
         if role == Qt.ItemDataRole.DisplayRole:
-            return self.row_values(result)[column]
+            return self.cell(result, column)
         if role == Qt.ItemDataRole.ToolTipRole:
             if result.error:
                 return result.error
@@ -171,6 +171,23 @@ class ResultsModel(QAbstractTableModel):
         if role == Qt.ItemDataRole.ForegroundRole and result.error:
             return QColor(colors().error)
         return None
+
+    def cell(self, result: Classification, column: int) -> str:
+        """One cell's text, computed alone: Qt asks for cells one by one on every repaint."""
+        if result.error:
+            if column == 0:
+                return Path(result.path).name if result.path != "<bytes>" else tr("Pasted image")
+            return ("", "—", "", "", result.error)[column]
+        if column == 3:
+            return f"{photo_ms(result):.1f}"
+        if column == 4:
+            return describe_placement(result.placement, self.asked or None).text if result.placement else ""
+        top = result.top[0] if result.top else None
+        if column == 1:
+            return top.label if top else "—"
+        if column == 2:
+            return f"{top.probability:.1%}" if top else ""
+        return Path(result.path).name if result.path != "<bytes>" else tr("Pasted image")
 
     def row_values(self, result: Classification) -> tuple[str, str, str, str, str]:
         name = Path(result.path).name if result.path != "<bytes>" else tr("Pasted image")
