@@ -54,7 +54,7 @@ from ui.widgets import MARGIN, SPACING, BannerArea, Spinner, ViewHeader, error_t
 log = logging.getLogger(__name__)
 
 MIN_RENDER_INTERVAL_MS = 16  # streamed text is drawn at most ~60 times a second
-NARROW_VIEW = 900  # below this width (the view's, in logical pixels) the conversation list folds away
+NARROW_VIEW = 1000  # below this width (the view's, in logical pixels) the conversation list folds away
 __all__ = ["ChatView", "stats_line", "title_from"]
 
 
