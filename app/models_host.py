@@ -27,7 +27,7 @@ class LibrarySnapshot:
 
     entries: tuple[Any, ...] = ()  # engines.models.library.ModelEntry
     fits: dict[str, Any] = field(default_factory=dict)  # folder -> engines.models.library.FitHint
-    catalog: tuple[Any, ...] = ()  # engines.models.downloads.CatalogEntry
+    catalog: tuple[Any, ...] = ()  # engines.models.catalog.CatalogEntry
     partial_bytes: dict[str, int] = field(default_factory=dict)  # catalog id -> bytes kept for a resume
     catalog_error: str = ""
     user_dir: str = ""
@@ -71,7 +71,8 @@ class ModelsWorker(Worker):
         return self._places
 
     def snapshot(self) -> LibrarySnapshot:
-        from engines.models.downloads import load_catalog, partial_bytes
+        from engines.models.catalog import load_catalog
+        from engines.models.downloads import partial_bytes
         from engines.models.library import clean_leftovers, estimate_fit, scan_library
 
         p = self.places
@@ -170,7 +171,8 @@ class ModelsHost(Host):
 
     def download(self, entry_id: str, allowed: bool) -> Job:
         def run(context: JobContext) -> None:
-            from engines.models.downloads import DownloadProgress, download_model, find_entry, load_catalog
+            from engines.models.catalog import find_entry, load_catalog
+            from engines.models.downloads import DownloadProgress, download_model
 
             entry = find_entry(load_catalog(self.places.catalog), entry_id)
             throttle = _Throttle(lambda *args: context.send(self.progress, *args))
