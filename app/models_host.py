@@ -123,7 +123,7 @@ class ModelsHost(Host):
 
     def import_model(self, source: str, classifier: dict[str, Any] | None, details: dict[str, Any]) -> Job:
         """Import `source`; `classifier` and `details` are the view's plain fields (see ModelsView)."""
-        from engines.models.importer import ClassifierOptions, ImportDetails
+        from engines.models.import_manifest import ClassifierOptions, ImportDetails
 
         options = None
         if classifier is not None:

@@ -214,7 +214,8 @@ def _devices(text: str) -> tuple[str, ...]:
 def run_import(args: argparse.Namespace) -> int:
     from app.terminal import print_json
     from engines.errors import StudioError
-    from engines.models.importer import IMAGENET_MEAN, IMAGENET_STD, ClassifierOptions, ImportDetails, import_model
+    from engines.models.import_manifest import IMAGENET_MEAN, IMAGENET_STD, ClassifierOptions, ImportDetails
+    from engines.models.importer import import_model
 
     source = Path(args.path).expanduser()
     classifier = None
