@@ -13,14 +13,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtCore import QObject, Signal
 
 from app import paths
 from app.bench_history import BenchHistory
-from app.jobs import Host, Worker
+from app.jobs import Host, Job, JobContext, Worker
 from engines.bench.data import CHAT, VISION, BenchConfig, BenchModel, BenchProgress
 from engines.errors import CancelledError, StudioError
-from engines.types import CancelToken
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +56,28 @@ class _Throttle:
 
 
 class BenchWorker(Worker):
+    """The bench host's thread state: the run history, the runner and the model lister (tests: fakes)."""
+
+    def __init__(
+        self,
+        history: BenchHistory | None = None,
+        runner: Runner | None = None,
+        models: Callable[[], list[BenchModel]] | None = None,
+    ) -> None:
+        super().__init__()
+        self._history = history
+        self.runner = runner
+        self.models = models or list_bench_models
+
+    @property
+    def history(self) -> BenchHistory:
+        if self._history is None:
+            self._history = BenchHistory()
+        return self._history
+
+
+class BenchHost(Host):
+    worker: BenchWorker
     progressed = Signal(object)  # BenchProgress
     result_ready = Signal(object)  # DeviceResult, as each device finishes
     finished = Signal(object)  # BenchRun (already in the history)
@@ -69,101 +90,59 @@ class BenchWorker(Worker):
         history: BenchHistory | None = None,
         runner: Runner | None = None,
         models: Callable[[], list[BenchModel]] | None = None,
+        parent: QObject | None = None,
     ) -> None:
-        super().__init__()
-        self._history = history
-        self._runner = runner
-        self._models = models or list_bench_models
+        w = BenchWorker(history, runner, models)
+        super().__init__(w, "bench-host", parent)
+        self.worker = w
 
-    @property
-    def history(self) -> BenchHistory:
-        if self._history is None:
-            self._history = BenchHistory()
-        return self._history
-
-    @Slot(object, object)
-    def run(self, config: BenchConfig, cancel: CancelToken) -> None:
-        def job() -> None:
-            self.status.emit("Benchmarking…")
-            runner = self._runner
+    def run(self, config: BenchConfig) -> Job:
+        def measure(context: JobContext) -> None:
+            context.status("Benchmarking…")
+            runner = self.worker.runner
             if runner is None:
                 from engines.bench.runner import run_benchmark
 
                 runner = run_benchmark
             try:
                 result = runner(
-                    config, on_progress=_Throttle(self.progressed.emit), on_result=self.result_ready.emit, cancel=cancel
+                    config,
+                    on_progress=_Throttle(lambda progress: context.send(self.progressed, progress)),
+                    on_result=lambda device: context.send(self.result_ready, device),
+                    cancel=context.cancel,
                 )
             except CancelledError:
-                self.cancelled.emit()
+                context.send(self.cancelled)
                 return
             saved: StudioError | None = None
             try:
-                self.history.append(result)
+                self.worker.history.append(result)
             except StudioError as exc:
                 saved = exc
-            self.finished.emit(result)
+            context.send(self.finished, result)
             if saved is not None:
-                self.failed.emit(saved)
+                context.send(self.failed, saved)
 
-        self.run_job("benchmark", job)
+        return self.submit("benchmark", measure)
 
-    @Slot()
-    def load_history(self) -> None:
-        self.run_job("benchmark history", lambda: self.history_loaded.emit(self.history.runs()))
+    def load_history(self) -> Job:
+        def load(context: JobContext) -> None:
+            context.send(self.history_loaded, self.worker.history.runs())
 
-    @Slot()
-    def clear_history(self) -> None:
-        def job() -> None:
-            self.history.clear()
-            self.history_loaded.emit([])
+        return self.submit("benchmark history", load)
 
-        self.run_job("clearing the benchmark history", job)
+    def clear_history(self) -> Job:
+        def clear(context: JobContext) -> None:
+            self.worker.history.clear()
+            context.send(self.history_loaded, [])
 
-    @Slot()
-    def list_models(self) -> None:
-        self.run_job("listing models", lambda: self.models_listed.emit(self._models()))
+        return self.submit("clearing the benchmark history", clear)
 
+    def list_models(self) -> Job:
+        def listing(context: JobContext) -> None:
+            context.send(self.models_listed, self.worker.models())
 
-class BenchHost(Host):
-    worker: BenchWorker
-    _run = Signal(object, object)
-    _load_history = Signal()
-    _clear_history = Signal()
-    _list_models = Signal()
-
-    def __init__(
-        self,
-        history: BenchHistory | None = None,
-        runner: Runner | None = None,
-        models: Callable[[], list[BenchModel]] | None = None,
-        parent: QObject | None = None,
-    ) -> None:
-        w = BenchWorker(history, runner, models)
-        super().__init__(w, "bench-host", parent)
-        self.worker = w
-        self.progressed, self.result_ready, self.finished = w.progressed, w.result_ready, w.finished
-        self.cancelled, self.history_loaded, self.models_listed = w.cancelled, w.history_loaded, w.models_listed
-        self._run.connect(w.run)
-        self._load_history.connect(w.load_history)
-        self._clear_history.connect(w.clear_history)
-        self._list_models.connect(w.list_models)
-
-    def run(self, config: BenchConfig) -> None:
-        self.start()
-        self._run.emit(config, self.new_token())
-
-    def load_history(self) -> None:
-        self.start()
-        self._load_history.emit()
-
-    def clear_history(self) -> None:
-        self.start()
-        self._clear_history.emit()
-
-    def list_models(self) -> None:
-        self.start()
-        self._list_models.emit()
+        return self.submit("listing models", listing)
 
 
 def wire_bench_view(view: Any, host: BenchHost, set_status: Callable[[str], None] | None = None) -> None:

@@ -278,7 +278,7 @@ def serve(conn: Any, cancel_event: Any) -> None:
     root.handlers[:] = [_PipeLogHandler(conn)]
     root.setLevel(logging.INFO)
     from app import chat_bounds, model_trials
-    from engines.chat.conversation import observe_renders
+    from engines.chat.generation import observe_renders
     from engines.models import trial
 
     chat_bounds.ignore_interrupts()

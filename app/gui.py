@@ -11,7 +11,6 @@ store is closed.
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import tempfile
 import time
@@ -19,20 +18,26 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QByteArray, QObject, Qt, QTimer
+from PySide6.QtCore import QObject, QTimer
+from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QApplication
 
 from app import __version__, paths
 from app.bench_host import BenchHost, load_bench_view, wire_bench_view
 from app.chat_host import ChatHost
+from app.closing import StagedClose
 from app.device_offers import DeviceOffers
 from app.hosts import DevicesHost, VisionHost
+from app.model_folders import missing_model_error, model_folder
 from app.models_host import ModelsHost, wire_models_view
-from app.settings import Settings, load_settings, save_settings
+from app.settings import load_settings
 from app.settings_host import SettingsHost, wire_settings_view
+from app.settings_keeper import SettingsKeeper
 from app.storage import ConversationStore
 from app.view_links import ModelChoice, wire_classify, wire_status
-from engines.errors import ModelError, StorageError, StudioError
+from app.window_actions import add_window_actions
+from app.window_state import capture_window, restore_window
+from engines.errors import StudioError
 from engines.types import DeviceChoice, short_ep_name
 from ui.bench_view import BenchView
 from ui.chat_view import ChatView
@@ -47,36 +52,10 @@ from ui.screen_fit import fit_window
 from ui.settings_view import SettingsView
 from ui.shortcuts import ShortcutsSheet
 from ui.theme import apply_theme
-from ui.widgets import Banner
 
 log = logging.getLogger(__name__)
 
 PROCESS_STARTED = time.time()  # close enough to process start: app.gui is imported first thing by `gui`
-CLOSE_GRACE_MS = 3000  # how long a close waits for running work to report back after the cancel
-SAVE_DELAY_MS = 500
-
-
-def headless() -> bool:
-    """No real screen (offscreen or minimal Qt platform): tests, the self-test, CI."""
-    return os.environ.get("QT_QPA_PLATFORM", "") in {"offscreen", "minimal"}
-
-
-def model_folder(name: str) -> Path:
-    """A model folder by name: the user's models first, then the bundled demo models (the one library
-    lookup the CLI uses); a folder that does not exist when the model is not installed."""
-    from engines.models.lookup import locate_model
-
-    try:
-        return locate_model(name, paths.model_roots()).folder
-    except ModelError:
-        return paths.bundled_models_dir() / name
-
-
-def missing_model_error(name: str, kind: str) -> ModelError:
-    return ModelError(
-        f"The {kind} '{name}' is not installed (no folder {paths.bundled_models_dir() / name}).",
-        "Build the demo models with `python assets/recipes/build_demo_models.py`, or reinstall NPU Studio.",
-    )
 
 
 class Studio(QObject):
@@ -97,7 +76,6 @@ class Studio(QObject):
         self.timings: dict[str, float] = {}
         self.runtime_loaded_at_show: bool | None = None
         self.crashes: list[str] = []
-        self._close_stage = 0
         self._shut_down = False
         self.last_discovery: Any = None
 
@@ -115,7 +93,6 @@ class Studio(QObject):
         self.bench = BenchHost()
         self.settings_host = SettingsHost()
         self.hosts = (self.devices, self.vision, self.chat, self.models, self.bench, self.settings_host)
-        self._save_banner: Banner | None = None
 
         self.window = MainWindow(__version__)
         self.devices_view = DevicesView(self.choice_model)
@@ -178,12 +155,10 @@ class Studio(QObject):
             if notice:
                 self.window.banners.show_message(notice, severity="warning")
 
-        self._save_timer = QTimer(self)
-        self._save_timer.setSingleShot(True)
-        self._save_timer.setInterval(SAVE_DELAY_MS)
-        self._save_timer.timeout.connect(self.save_settings)
+        self.keeper = SettingsKeeper(self.settings, self.window, self.settings_view, self)
+        self.staged_close = StagedClose(self.window, self.hosts, self.busy)
         self._wire()
-        self._restore_window()
+        self.open_maximized = restore_window(self.window, self.settings, fit_window)
 
     # --- construction -----------------------------------------------------------------------------
     def _open_store(self) -> tuple[ConversationStore, str | None]:
@@ -199,8 +174,8 @@ class Studio(QObject):
     def _wire(self) -> None:
         w, cv, dv, ch = self.window, self.classify_view, self.devices_view, self.chat_view
         w.first_shown.connect(self._on_first_shown)
-        w.view_changed.connect(self._on_view_changed)
-        w.close_guard = self.close_guard
+        w.view_changed.connect(lambda key: self.keeper.remember(last_view=key))
+        w.close_guard = self.staged_close.guard
         w.closing.connect(self._on_window_closing)
         self.app.aboutToQuit.connect(self.shutdown)
 
@@ -227,11 +202,13 @@ class Studio(QObject):
         ch.generate_requested.connect(self.chat.generate)
         ch.stop_requested.connect(self.chat.cancel)
         ch.forget_requested.connect(self.chat.forget)
-        ch.settings_changed.connect(self._on_chat_settings)
-        ch.enter_sends_changed.connect(self._on_chat_enter_sends)
+        ch.settings_changed.connect(
+            lambda prompt, options: self.keeper.remember(system_prompt=prompt, chat_options=dict(options))
+        )
+        ch.enter_sends_changed.connect(lambda enter_sends: self.keeper.remember(chat_enter_sends=enter_sends))
         ch.count_requested.connect(self.chat.count_tokens)
         self.chat.tokens_counted.connect(ch.on_tokens_counted)
-        ch.conversation_changed.connect(self._on_chat_conversation)
+        ch.conversation_changed.connect(lambda conversation: self.keeper.remember(last_conversation=conversation))
         self.chat.status.connect(lambda t: w.set_status("chat", t))
         self.chat.status.connect(lambda t: ch.show_model_loading(t) if t else None)
         self.chat.model_loaded.connect(ch.on_model_loaded)
@@ -245,47 +222,17 @@ class Studio(QObject):
         wire_status(w, cv, self.chat, self.vision)
         self.model_choice = ModelChoice(self)
 
-        # window-wide shortcuts
-        from PySide6.QtGui import QAction, QKeySequence
-
-        new_chat = QAction("New chat", w)
-        new_chat.setShortcut(QKeySequence.StandardKey.New)
-        new_chat.triggered.connect(self.new_chat)
-        w.addAction(new_chat)
-        open_photos = QAction("Open photos", w)
-        open_photos.setShortcut(QKeySequence.StandardKey.Open)
-        open_photos.triggered.connect(self.open_photos)
-        w.addAction(open_photos)
+        add_window_actions(
+            w, new_chat=self.new_chat, open_photos=self.open_photos, stop=self.stop_current,
+            show_shortcuts=self.show_shortcuts,
+        )
         cv.open_button.setShortcut(QKeySequence())  # the window-wide action owns Ctrl+O
-        stop = QAction("Stop", w)
-        stop.setShortcut(QKeySequence(Qt.Key.Key_Escape))
-        stop.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
-        stop.triggered.connect(self.stop_current)
-        w.addAction(stop)
-        w.add_standard_actions(self.show_shortcuts)
         dv.try_classify_requested.connect(self.try_sample_photo)
         dv.try_chat_requested.connect(self.new_chat)
 
     def _on_bench_shown(self, key: str) -> None:
         if key == "benchmark":
             load_bench_view(self.bench)
-
-    def _restore_window(self) -> None:
-        w = self.window
-        geometry = QByteArray.fromBase64(self.settings.window_geometry.encode("ascii", "ignore"))
-        restored = not geometry.isEmpty() and w.restoreGeometry(geometry)
-        self.open_maximized = fit_window(w, restored)  # first size from the screen; maximized when small
-        if headless():
-            # Offscreen there is no real screen to fit (its 800x600 is a placeholder): the smallest
-            # laptop size the app promises, so that headless runs and tests see that layout.
-            self.open_maximized = False
-            if not restored:
-                w.resize(1280, 720)
-        state = QByteArray.fromBase64(self.settings.window_state.encode("ascii", "ignore"))
-        if not state.isEmpty():
-            w.restoreState(state)
-        if self.settings.last_view in w.view_keys():
-            w.show_view(self.settings.last_view)
 
     # --- start-up ---------------------------------------------------------------------------------
     def show(self) -> None:
@@ -378,9 +325,7 @@ class Studio(QObject):
         self.vision.classify_bytes(data, name, folder, choice, self.settings.top_k)
 
     def _remember_open_dir(self) -> None:
-        if self.classify_view.last_open_dir != self.settings.last_open_dir:
-            self.settings.last_open_dir = self.classify_view.last_open_dir
-            self.schedule_save()
+        self.keeper.remember(last_open_dir=self.classify_view.last_open_dir)
 
     def new_chat(self) -> None:
         self.window.show_view("chat")
@@ -415,26 +360,11 @@ class Studio(QObject):
         self.window.set_device_summary(f"ONNX Runtime {report.ort_version} · usable: {kinds}")
 
     def _on_choice_changed(self, choice: DeviceChoice) -> None:
-        self.settings.device = self.choice_model.text
-        self.settings.strict = choice.strict
-        self.schedule_save()
+        self.keeper.remember(device=self.choice_model.text, strict=choice.strict)
         if self.preload:
             self.load_classifier()
         self.load_chat_model()
 
-    def _on_chat_settings(self, prompt: str, options: dict[str, Any]) -> None:
-        self.settings.system_prompt = prompt
-        self.settings.chat_options = dict(options)
-        self.schedule_save()
-
-    def _on_chat_enter_sends(self, enter_sends: bool) -> None:
-        self.settings.chat_enter_sends = enter_sends
-        self.schedule_save()
-
-    def _on_chat_conversation(self, conversation_id: int) -> None:
-        if conversation_id != self.settings.last_conversation:
-            self.settings.last_conversation = conversation_id
-            self.schedule_save()
 
     def _on_allow_downloads(self, allowed: bool) -> None:
         changed = allowed != self.settings.allow_downloads
@@ -470,62 +400,21 @@ class Studio(QObject):
         if self.settings.theme == "system":
             apply_theme(self.app, "system")
 
-    def _on_view_changed(self, key: str) -> None:
-        if key != self.settings.last_view:
-            self.settings.last_view = key
-            self.schedule_save()
 
-    # --- settings ---------------------------------------------------------------------------------
+    # --- settings (app/settings_keeper.py) ------------------------------------------------------
     def schedule_save(self) -> None:
-        self._save_timer.start()
+        self.keeper.schedule()
 
     def save_settings(self) -> bool:
-        self._save_timer.stop()
-        try:
-            save_settings(self.settings)
-        except StorageError as exc:
-            self._save_banner = self.window.banners.show_error(exc, severity="warning")
-            self._save_banner.closed.connect(self._forget_save_banner)
-            self.settings_view.show_save_failed(exc)  # keeps the values, offers a retry
-            return False
-        if self._save_banner is not None:
-            self._save_banner.dismiss()
-        self.settings_view.show_saved()
-        return True
-
-    def _forget_save_banner(self) -> None:
-        self._save_banner = None
-
-    def _capture_window(self, settings: Settings) -> None:
-        settings.window_geometry = bytes(self.window.saveGeometry().toBase64().data()).decode("ascii")
-        settings.window_state = bytes(self.window.saveState().toBase64().data()).decode("ascii")
-        settings.last_view = self.window.current_view() or settings.last_view
+        return self.keeper.save()
 
     # --- shutdown ---------------------------------------------------------------------------------
     def busy(self) -> bool:
         return self.chat_view.generating or self.classify_view.busy or self.bench_view.busy
 
-    def close_guard(self) -> bool:
-        """Called by the window on close: False postpones the close until running work has stopped."""
-        if self._close_stage == 0 and self.busy():
-            self._close_stage = 1
-            self.window.set_status("shutdown", "Stopping before closing…")
-            for host in self.hosts:
-                host.cancel()
-            self._poll_close(time.monotonic() + CLOSE_GRACE_MS / 1000)
-            return False
-        return True
-
-    def _poll_close(self, deadline: float) -> None:
-        if not self.busy() or time.monotonic() >= deadline:
-            self._close_stage = 2
-            self.window.close()
-            return
-        QTimer.singleShot(20, lambda: self._poll_close(deadline))
-
     def _on_window_closing(self) -> None:
         self.chat_view.shutdown()  # anything still streaming is saved as stopped
-        self._capture_window(self.settings)
+        capture_window(self.window, self.settings)
         self.save_settings()
 
     def shutdown(self) -> bool:
@@ -534,7 +423,7 @@ class Studio(QObject):
             return True
         self._shut_down = True
         self.chat_view.shutdown()
-        if self._save_timer.isActive():
+        if self.keeper.pending:
             self.save_settings()
         stopped = all([host.shutdown() for host in self.hosts])
         if stopped:

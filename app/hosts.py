@@ -1,10 +1,10 @@
-"""Engine hosts: one worker QObject per engine, moved to its own QThread.
+"""Engine hosts: one worker thread per engine, one generic runner (app/jobs.py) to run jobs on it.
 
-Requests go in through queued signals (the worker runs them one at a time, in order); results come
-out as past-tense signals. Every exception in a worker becomes `failed(error)` with a StudioError the
-UI can show. Cancellation is a CancelToken the host sets directly (the worker is busy, so a queued
-request would arrive too late). The engines are imported inside the worker thread, on first use, so
-that the main window never waits for ONNX Runtime.
+Each operation is one host method that submits one function to the host's thread; requests run one
+at a time, in order, and results come out as past-tense signals. Every exception in a job becomes
+`failed(error)` with a StudioError the UI can show. Cancellation is a CancelToken the host sets
+directly (the thread is busy, so a queued request would arrive too late). The engines are imported
+inside the worker thread, on first use, so that the main window never waits for ONNX Runtime.
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtCore import QObject, Signal
 
 from app.chat_host import ChatHost
 from app.chat_process import loading_text
 from app.jobs import SHUTDOWN_TIMEOUT_MS, Host, Job, JobContext, Worker, as_studio_error
 from app.qtcompat import emit
 from engines.errors import CancelledError
-from engines.types import CancelToken, Classification, DeviceChoice
+from engines.types import Classification, DeviceChoice
 
 log = logging.getLogger(__name__)
 
@@ -36,48 +36,21 @@ __all__ = ["SHUTDOWN_TIMEOUT_MS", "ChatHost", "DevicesHost", "Host", "VisionHost
 
 
 class DevicesWorker(Worker):
-    devices_found = Signal(object)  # engines.runtime.devices.DiscoveryReport
-    download_progress = Signal(str, float)  # EP name, 0..1
-    downloaded = Signal(object)  # list of engines.runtime.catalog.PrepareResult
-
     def __init__(self) -> None:
         super().__init__()
         self.cancel_download = threading.Event()  # set from the GUI thread
 
-    @Slot(list)
-    def download_eps(self, names: list[str]) -> None:
-        """Windows ML's EP download, asked for by the user (the view asked for consent first); then the
-        devices are discovered again so the new EPs are registered and listed."""
-
-        def job() -> None:
-            from engines.runtime.catalog import download_eps
-            from engines.runtime.devices import discover
-
-            self.cancel_download.clear()
-            emit(self.status, "Downloading execution providers from Windows Update…")
-            results = download_eps(
-                names, consent=True, cancel=self.cancel_download,
-                on_progress=lambda ep, value: emit(self.download_progress, ep, value),
-            )
-            emit(self.downloaded, results)
-            emit(self.devices_found, discover())
-
-        self.run_job("execution provider download", job)
-
 
 class DevicesHost(Host):
     worker: DevicesWorker
-    devices_found = Signal(object)
-    download_progress = Signal(str, float)
-    downloaded = Signal(object)
-    RELAYED = ("devices_found", "download_progress", "downloaded")
-    _download = Signal(list)
+    devices_found = Signal(object)  # engines.runtime.devices.DiscoveryReport
+    download_progress = Signal(str, float)  # EP name, 0..1
+    downloaded = Signal(object)  # list of engines.runtime.catalog.PrepareResult
 
     def __init__(self, parent: QObject | None = None) -> None:
         worker = DevicesWorker()
         super().__init__(worker, "devices-host", parent)
         self.worker = worker
-        self._download.connect(self.worker.download_eps)
 
     def discover(self) -> Job:
         """Look for devices (one operation on the generic runner: app/jobs.py)."""
@@ -92,9 +65,28 @@ class DevicesHost(Host):
         job.returned.connect(self.devices_found)
         return job
 
-    def download_eps(self, names: list[str]) -> None:
-        self.start()
-        emit(self._download, list(names))
+    def download_eps(self, names: list[str]) -> Job:
+        """Windows ML's EP download, asked for by the user (the view asked for consent first); then the
+        devices are discovered again so the new EPs are registered and listed."""
+        wanted = list(names)
+        cancel = self.worker.cancel_download
+
+        def download(context: JobContext) -> Any:
+            from engines.runtime.catalog import download_eps
+            from engines.runtime.devices import discover
+
+            cancel.clear()
+            context.status("Downloading execution providers from Windows Update…")
+            results = download_eps(
+                wanted, consent=True, cancel=cancel,
+                on_progress=lambda ep, value: context.send(self.download_progress, ep, value),
+            )
+            context.send(self.downloaded, results)
+            return discover()
+
+        job = self.submit("execution provider download", download)
+        job.returned.connect(self.devices_found)
+        return job
 
     def cancel_download(self) -> None:
         self.worker.cancel_download.set()
@@ -110,19 +102,16 @@ class DevicesHost(Host):
 
 
 class VisionWorker(Worker):
-    model_loaded = Signal(str, object)  # description, Placement
-    started = Signal(int)  # number of photos
-    classified = Signal(object)  # Classification
-    progress = Signal(int, int)  # done, total
-    finished = Signal(object)  # summary dict
-    cancelled = Signal(int)  # photos done before the cancel
+    """The vision host's thread state: one open classifier per model x device choice."""
 
     def __init__(self, classifier_factory: Callable[[Path, DeviceChoice], Any] | None = None) -> None:
         super().__init__()
         self._factory = classifier_factory  # tests: a fake engine per device choice
         self._classifiers: dict[tuple[str, DeviceChoice], Any] = {}  # one per model x device choice
 
-    def _classifier(self, folder: str, choice: DeviceChoice) -> Any:
+    def _classifier(
+        self, folder: str, choice: DeviceChoice, on_loaded: Callable[[str, Any], None] | None = None
+    ) -> Any:
         """The model opened on `choice` through engines.open_classifier, exactly as the CLI opens it: the
         QDQ variant on a usable NPU, the compiled-model cache, verification and the one fallback path."""
         key = (str(Path(folder).resolve()), choice)
@@ -133,7 +122,8 @@ class VisionWorker(Worker):
             classifier = self._open(Path(folder), choice)
             self._classifiers[key] = classifier
             log.info("classifier %s ready on %s in %.2f s", folder, choice.describe(), time.perf_counter() - started)
-            emit(self.model_loaded, self._describe(classifier, folder), classifier.placement)
+            if on_loaded is not None:
+                on_loaded(self._describe(classifier, folder), classifier.placement)
         return classifier
 
     def _open(self, folder: Path, choice: DeviceChoice) -> Any:
@@ -162,67 +152,15 @@ class VisionWorker(Worker):
     def session_count(self) -> int:
         return len(self._classifiers)
 
-    @Slot(str, object)
-    def load(self, folder: str, choice: DeviceChoice) -> None:
-        self.run_job("classifier load", lambda: self._classifier(folder, choice))
-
-    @Slot(object, str, object, int, object)
-    def classify(self, paths: list[str], folder: str, choice: DeviceChoice, k: int, cancel: CancelToken) -> None:
-        def job() -> None:
-            classifier = self._classifier(folder, choice)
-            total = len(paths)
-            emit(self.started, total)
-            done = 0
-            started = time.perf_counter()
-
-            def on_result(result: Classification) -> None:
-                nonlocal done
-                done += 1
-                emit(self.classified, result)
-                emit(self.progress, done, total)
-
-            try:
-                results = classifier.classify_many(paths, k=k, cancel=cancel, on_result=on_result)
-            except CancelledError:
-                emit(self.cancelled, done)
-                return
-            emit(
-                self.finished,
-                {
-                    "count": len(results),
-                    "errors": sum(1 for r in results if r.error),
-                    "seconds": time.perf_counter() - started,
-                },
-            )
-
-        self.run_job("classification", job)
-
-    @Slot(object, str, str, object, int)
-    def classify_bytes(self, data: bytes, name: str, folder: str, choice: DeviceChoice, k: int) -> None:
-        def job() -> None:
-            classifier = self._classifier(folder, choice)
-            emit(self.started, 1)
-            started = time.perf_counter()
-            result = classifier.classify(data, k=k)
-            emit(self.classified, result)
-            emit(self.progress, 1, 1)
-            emit(self.finished, {"count": 1, "errors": 0, "seconds": time.perf_counter() - started, "name": name})
-
-        self.run_job("classification", job)
-
 
 class VisionHost(Host):
     worker: VisionWorker
-    model_loaded = Signal(str, object)
-    started = Signal(int)
-    classified = Signal(object)
-    progress = Signal(int, int)
-    finished = Signal(object)
-    cancelled = Signal(int)
-    RELAYED = ("model_loaded", "started", "classified", "progress", "finished", "cancelled")
-    _load = Signal(str, object)
-    _classify = Signal(object, str, object, int, object)
-    _classify_bytes = Signal(object, str, str, object, int)
+    model_loaded = Signal(str, object)  # description, Placement
+    started = Signal(int)  # number of photos
+    classified = Signal(object)  # Classification
+    progress = Signal(int, int)  # done, total
+    finished = Signal(object)  # summary dict
+    cancelled = Signal(int)  # photos done before the cancel
 
     def __init__(
         self, classifier_factory: Callable[[Path, DeviceChoice], Any] | None = None, parent: QObject | None = None
@@ -230,20 +168,62 @@ class VisionHost(Host):
         w = VisionWorker(classifier_factory)
         super().__init__(w, "vision-host", parent)
         self.worker = w
-        self._load.connect(w.load)
-        self._classify.connect(w.classify)
-        self._classify_bytes.connect(w.classify_bytes)
 
-    def load(self, folder: str | Path, choice: DeviceChoice) -> None:
+    def _classifier(self, context: JobContext, folder: str, choice: DeviceChoice) -> Any:
+        return self.worker._classifier(
+            folder, choice, lambda text, placement: context.send(self.model_loaded, text, placement)
+        )
+
+    def load(self, folder: str | Path, choice: DeviceChoice) -> Job:
         """Create the session ahead of time (cached per model x device choice)."""
-        self.start()
-        emit(self._load, str(folder), choice)
+        where = str(folder)
 
-    def classify(self, paths: list[str], folder: str | Path, choice: DeviceChoice, k: int = 5) -> None:
-        self.start()
-        emit(self._classify, list(paths), str(folder), choice, k, self.new_token())
+        def open_classifier(context: JobContext) -> None:
+            self._classifier(context, where, choice)
 
-    def classify_bytes(self, data: bytes, name: str, folder: str | Path, choice: DeviceChoice, k: int = 5) -> None:
-        self.start()
-        self.new_token()
-        emit(self._classify_bytes, bytes(data), name, str(folder), choice, k)
+        return self.submit("classifier load", open_classifier)
+
+    def classify(self, paths: list[str], folder: str | Path, choice: DeviceChoice, k: int = 5) -> Job:
+        photos, where = list(paths), str(folder)
+
+        def run(context: JobContext) -> None:
+            classifier = self._classifier(context, where, choice)
+            total = len(photos)
+            context.send(self.started, total)
+            done = 0
+            started = time.perf_counter()
+
+            def on_result(result: Classification) -> None:
+                nonlocal done
+                done += 1
+                context.send(self.classified, result)
+                context.send(self.progress, done, total)
+
+            try:
+                results = classifier.classify_many(photos, k=k, cancel=context.cancel, on_result=on_result)
+            except CancelledError:
+                context.send(self.cancelled, done)
+                return
+            summary = {
+                "count": len(results),
+                "errors": sum(1 for r in results if r.error),
+                "seconds": time.perf_counter() - started,
+            }
+            context.send(self.finished, summary)
+
+        return self.submit("classification", run)
+
+    def classify_bytes(self, data: bytes, name: str, folder: str | Path, choice: DeviceChoice, k: int = 5) -> Job:
+        image, where = bytes(data), str(folder)
+
+        def run(context: JobContext) -> None:
+            classifier = self._classifier(context, where, choice)
+            context.send(self.started, 1)
+            started = time.perf_counter()
+            result = classifier.classify(image, k=k)
+            context.send(self.classified, result)
+            context.send(self.progress, 1, 1)
+            summary = {"count": 1, "errors": 0, "seconds": time.perf_counter() - started, "name": name}
+            context.send(self.finished, summary)
+
+        return self.submit("classification", run)

@@ -4,7 +4,9 @@ Each engine has a host (in the GUI thread) that owns a worker moved to its own Q
 one at a time, in order, in that thread. `Host.submit(name, fn)` is the generic runner: `fn(context)`
 runs in the host's thread and its `Job` says `started`, `yielded(value)` (what `context.yield_` sends),
 `returned(value)` or `errored(StudioError)`, then `finished`, in that order, in the GUI thread. An
-operation is one method that submits one function (see DevicesHost.discover).
+operation is one method that submits one function (see DevicesHost.discover); a function that streams
+(per-image results, progress) calls `context.send(host.some_signal, *args)`, which emits that host
+signal in the GUI thread, in order with everything else the job reports.
 
 Why a small runner here and not superqt's `thread_worker` (which napari uses): superqt starts a worker
 per call on a new QThread or the global thread pool; the hosts need one long-lived thread per engine
@@ -22,7 +24,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QCoreApplication, QObject, QThread, Signal, Slot
+from PySide6.QtCore import QCoreApplication, QObject, Qt, QThread, Signal, Slot
 
 from app.qtcompat import disconnect, emit, returns_borrowed_bool
 from engines.errors import StudioError
@@ -79,6 +81,7 @@ class Job(QObject):
     returned = Signal(object)
     errored = Signal(object)  # StudioError
     finished = Signal()
+    sent = Signal(object, object)  # a host signal and its arguments (JobContext.send)
 
     def __init__(self, name: str, fn: Callable[[JobContext], Any], token: CancelToken, report: bool) -> None:
         super().__init__()
@@ -108,6 +111,10 @@ class JobContext:
 
     def status(self, text: str) -> None:
         emit(self._worker.status, text)
+
+    def send(self, signal: Any, *args: Any) -> None:
+        """Emit `signal` (one of the host's own signals) with `args`, in the GUI thread."""
+        emit(self._job.sent, signal, args)
 
 
 class Worker(QObject):
@@ -176,6 +183,7 @@ class Host(QObject):
     status = Signal(str)
     RELAYED: tuple[str, ...] = ()
     _submitted = Signal(object)  # a Job, to the worker's thread
+    _queued = Signal(object)  # a Job, to this host (GUI thread) on the next event loop turn
 
     def __init__(self, worker: Worker, name: str, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -189,16 +197,32 @@ class Host(QObject):
         for signal in ("failed", "status", *self.RELAYED):
             getattr(worker, signal).connect(getattr(self, signal))
         self._submitted.connect(worker.run_submitted)
+        self._queued.connect(self._dispatch, Qt.ConnectionType.QueuedConnection)
         self._jobs: set[Job] = set()  # kept alive until they finish
 
     def submit(self, name: str, fn: Callable[[JobContext], Any], *, report_errors: bool = True) -> Job:
-        """Run `fn(context)` in this host's thread, after the requests queued before it."""
+        """Run `fn(context)` in this host's thread, after the requests queued before it.
+
+        The job reaches the thread on the GUI thread's next event loop turn, so whatever the caller
+        connects to the returned Job (in the same call) hears every signal, however fast `fn` is."""
         job = Job(name, fn, self.new_token(), report_errors)
         self._jobs.add(job)
+        job.sent.connect(self._deliver)
         job.finished.connect(lambda: self._jobs.discard(job))
         self.start()
-        emit(self._submitted, job)
+        emit(self._queued, job)
         return job
+
+    @Slot(object)
+    def _dispatch(self, job: Job) -> None:
+        if not self.worker.closing.is_set():
+            emit(self._submitted, job)
+
+    @Slot(object, object)
+    def _deliver(self, signal: Any, args: tuple[Any, ...]) -> None:
+        # Runs in the GUI thread (the host lives there); nothing is delivered once shutdown began.
+        if not self.worker.closing.is_set():
+            emit(signal, *args)
 
     def start(self) -> None:
         # After shutdown() nothing may start the thread again: nobody would stop it before exit.

@@ -14,7 +14,8 @@ from typing import Any
 from PySide6.QtCore import QTimer
 
 from app.crash import CrashReporter
-from app.gui import Studio, create_application, headless
+from app.gui import Studio, create_application
+from app.window_state import headless
 
 
 def run_gui(self_test: bool = False, screenshots: str | None = None, report: str | None = None) -> int:

@@ -10,12 +10,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtCore import QObject, Signal
 
 from app import paths
-from app.jobs import Host, Worker
+from app.jobs import Host, Job, JobContext, Worker
 from engines.errors import CancelledError, StudioError
-from engines.types import CancelToken
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +27,7 @@ class LibrarySnapshot:
 
     entries: tuple[Any, ...] = ()  # engines.models.library.ModelEntry
     fits: dict[str, Any] = field(default_factory=dict)  # folder -> engines.models.library.FitHint
-    catalog: tuple[Any, ...] = ()  # engines.models.downloads.CatalogEntry
+    catalog: tuple[Any, ...] = ()  # engines.models.catalog.CatalogEntry
     partial_bytes: dict[str, int] = field(default_factory=dict)  # catalog id -> bytes kept for a resume
     catalog_error: str = ""
     user_dir: str = ""
@@ -59,13 +58,7 @@ class _Throttle:
 
 
 class ModelsWorker(Worker):
-    listed = Signal(object)  # LibrarySnapshot
-    progress = Signal(str, int, int)  # what, bytes done, bytes total
-    imported = Signal(object)  # ModelEntry
-    removed = Signal(str)
-    verified = Signal(object)  # VerifyReport
-    downloaded = Signal(object)  # ModelEntry
-    cancelled = Signal(str)  # what was cancelled, in plain words
+    """The models host's thread state: where the library lives, and how to read it."""
 
     def __init__(self, places: LibraryPlaces | None = None) -> None:
         super().__init__()
@@ -78,7 +71,8 @@ class ModelsWorker(Worker):
         return self._places
 
     def snapshot(self) -> LibrarySnapshot:
-        from engines.models.downloads import load_catalog, partial_bytes
+        from engines.models.catalog import load_catalog
+        from engines.models.downloads import partial_bytes
         from engines.models.library import clean_leftovers, estimate_fit, scan_library
 
         p = self.places
@@ -100,113 +94,33 @@ class ModelsWorker(Worker):
         partials = {e.id: partial_bytes(p.user_dir, e.id) for e in catalog}
         return LibrarySnapshot(entries, fits, catalog, partials, error, str(p.user_dir), str(p.bundled_dir))
 
-    def _then_list(self) -> None:
-        self.listed.emit(self.snapshot())
-
-    @Slot()
-    def refresh(self) -> None:
-        self.run_job("model list", self._then_list)
-
-    @Slot(str, object, object, object)
-    def import_model(self, source: str, classifier: Any, details: Any, cancel: CancelToken) -> None:
-        def job() -> None:
-            from engines.models.importer import import_model
-
-            name = Path(source).name
-            self.status.emit(f"Importing {name}…")
-            throttle = _Throttle(self.progress.emit)
-            try:
-                entry = import_model(Path(source), self.places.user_dir, bundled_dir=self.places.bundled_dir,
-                                     classifier=classifier, details=details, cancel=cancel,
-                                     progress=lambda done, total: throttle(f"Importing {name}", done, total))
-            except CancelledError as exc:
-                self.cancelled.emit(exc.user_text())
-                return
-            self.imported.emit(entry)
-            self._then_list()
-
-        self.run_job("model import", job)
-
-    @Slot(str)
-    def remove(self, name: str) -> None:
-        def job() -> None:
-            from engines.models.library import remove_model
-
-            remove_model(name, self.places.bundled_dir, self.places.user_dir)
-            self.removed.emit(name)
-            self._then_list()
-
-        self.run_job("model removal", job)
-
-    @Slot(str)
-    def verify(self, name: str) -> None:
-        def job() -> None:
-            from engines.models.library import find_model, verify_model
-
-            self.status.emit(f"Re-hashing {name}…")
-            entry = find_model(name, self.places.bundled_dir, self.places.user_dir)
-            self.verified.emit(verify_model(entry.folder))
-
-        self.run_job("model verification", job)
-
-    @Slot(str, bool, object)
-    def download(self, entry_id: str, allowed: bool, cancel: CancelToken) -> None:
-        def job() -> None:
-            from engines.models.downloads import DownloadProgress, download_model, find_entry, load_catalog
-
-            entry = find_entry(load_catalog(self.places.catalog), entry_id)
-            throttle = _Throttle(self.progress.emit)
-
-            def on_progress(p: DownloadProgress) -> None:
-                what = f"Downloading {entry.display_name} ({p.files_done}/{p.files_total} files)"
-                throttle(what, p.done, p.total)
-
-            self.status.emit(f"Downloading {entry.display_name}…")
-            try:
-                model = download_model(entry, self.places.user_dir, allowed=allowed,
-                                       bundled_dir=self.places.bundled_dir, progress=on_progress, cancel=cancel)
-            except CancelledError as exc:
-                self.cancelled.emit(exc.user_text())
-                self._then_list()  # the partial download shows in the catalog
-                return
-            self.downloaded.emit(model)
-            self._then_list()
-
-        self.run_job("model download", job)
-
 
 class ModelsHost(Host):
     worker: ModelsWorker
-    listed = Signal(object)
-    progress = Signal(str, int, int)
-    imported = Signal(object)
+    listed = Signal(object)  # LibrarySnapshot
+    progress = Signal(str, int, int)  # what, bytes done, bytes total
+    imported = Signal(object)  # ModelEntry
     removed = Signal(str)
-    verified = Signal(object)
-    downloaded = Signal(object)
-    cancelled = Signal(str)
-    RELAYED = ("listed", "progress", "imported", "removed", "verified", "downloaded", "cancelled")
-
-    _refresh = Signal()
-    _import = Signal(str, object, object, object)
-    _remove = Signal(str)
-    _verify = Signal(str)
-    _download = Signal(str, bool, object)
+    verified = Signal(object)  # VerifyReport
+    downloaded = Signal(object)  # ModelEntry
+    cancelled = Signal(str)  # what was cancelled, in plain words
 
     def __init__(self, places: LibraryPlaces | None = None, parent: QObject | None = None) -> None:
         worker = ModelsWorker(places)
         super().__init__(worker, "models-host", parent)
         self.worker = worker
-        self._refresh.connect(worker.refresh)
-        self._import.connect(worker.import_model)
-        self._remove.connect(worker.remove)
-        self._verify.connect(worker.verify)
-        self._download.connect(worker.download)
 
-    def refresh(self) -> None:
-        self.start()
-        self._refresh.emit()
+    @property
+    def places(self) -> LibraryPlaces:
+        return self.worker.places
 
-    def import_model(self, source: str, classifier: dict[str, Any] | None, details: dict[str, Any]) -> None:
+    def _list(self, context: JobContext) -> None:
+        context.send(self.listed, self.worker.snapshot())
+
+    def refresh(self) -> Job:
+        return self.submit("model list", self._list)
+
+    def import_model(self, source: str, classifier: dict[str, Any] | None, details: dict[str, Any]) -> Job:
         """Import `source`; `classifier` and `details` are the view's plain fields (see ModelsView)."""
         from engines.models.importer import ClassifierOptions, ImportDetails
 
@@ -215,20 +129,70 @@ class ModelsHost(Host):
             values = {k: v for k, v in classifier.items() if v is not None}
             values["labels"] = Path(values["labels"])
             options = ClassifierOptions(**values)
-        self.start()
-        self._import.emit(source, options, ImportDetails(**details), self.new_token())
+        fields = ImportDetails(**details)
 
-    def remove(self, name: str) -> None:
-        self.start()
-        self._remove.emit(name)
+        def run(context: JobContext) -> None:
+            from engines.models.importer import import_model
 
-    def verify(self, name: str) -> None:
-        self.start()
-        self._verify.emit(name)
+            name = Path(source).name
+            context.status(f"Importing {name}…")
+            throttle = _Throttle(lambda *args: context.send(self.progress, *args))
+            try:
+                entry = import_model(Path(source), self.places.user_dir, bundled_dir=self.places.bundled_dir,
+                                     classifier=options, details=fields, cancel=context.cancel,
+                                     progress=lambda done, total: throttle(f"Importing {name}", done, total))
+            except CancelledError as exc:
+                context.send(self.cancelled, exc.user_text())
+                return
+            context.send(self.imported, entry)
+            self._list(context)
 
-    def download(self, entry_id: str, allowed: bool) -> None:
-        self.start()
-        self._download.emit(entry_id, allowed, self.new_token())
+        return self.submit("model import", run)
+
+    def remove(self, name: str) -> Job:
+        def run(context: JobContext) -> None:
+            from engines.models.library import remove_model
+
+            remove_model(name, self.places.bundled_dir, self.places.user_dir)
+            context.send(self.removed, name)
+            self._list(context)
+
+        return self.submit("model removal", run)
+
+    def verify(self, name: str) -> Job:
+        def run(context: JobContext) -> None:
+            from engines.models.library import find_model, verify_model
+
+            context.status(f"Re-hashing {name}…")
+            entry = find_model(name, self.places.bundled_dir, self.places.user_dir)
+            context.send(self.verified, verify_model(entry.folder))
+
+        return self.submit("model verification", run)
+
+    def download(self, entry_id: str, allowed: bool) -> Job:
+        def run(context: JobContext) -> None:
+            from engines.models.catalog import find_entry, load_catalog
+            from engines.models.downloads import DownloadProgress, download_model
+
+            entry = find_entry(load_catalog(self.places.catalog), entry_id)
+            throttle = _Throttle(lambda *args: context.send(self.progress, *args))
+
+            def on_progress(p: DownloadProgress) -> None:
+                what = f"Downloading {entry.display_name} ({p.files_done}/{p.files_total} files)"
+                throttle(what, p.done, p.total)
+
+            context.status(f"Downloading {entry.display_name}…")
+            try:
+                model = download_model(entry, self.places.user_dir, allowed=allowed,
+                                       bundled_dir=self.places.bundled_dir, progress=on_progress, cancel=context.cancel)
+            except CancelledError as exc:
+                context.send(self.cancelled, exc.user_text())
+                self._list(context)  # the partial download shows in the catalog
+                return
+            context.send(self.downloaded, model)
+            self._list(context)
+
+        return self.submit("model download", run)
 
 
 def wire_models_view(

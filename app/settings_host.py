@@ -19,11 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtCore import QObject, Signal
 
 from app import paths
-from app.jobs import Host, Worker
-from app.qtcompat import emit
+from app.jobs import Host, Job, JobContext, Worker
 from engines.errors import StorageError
 from engines.types import IMAGE_SUFFIXES
 
@@ -100,37 +99,52 @@ def _copy_into_place(source: Path, target: Path) -> None:
 
 
 class SettingsWorker(Worker):
+    """The settings host's thread state: the cache folder and the doctor (tests: their own)."""
+
+    def __init__(self, cache_root: Path | None = None, doctor: Callable[..., Any] | None = None) -> None:
+        super().__init__()
+        self.cache_root = cache_root
+        self.doctor = doctor
+
+    def cache(self) -> Any:
+        from engines.runtime.compiled_cache import CompiledModelCache
+
+        return CompiledModelCache(self.cache_root if self.cache_root is not None else paths.compiled_cache_dir())
+
+    def listing(self) -> CacheListing:
+        cache = self.cache()
+        return CacheListing(str(cache.root), tuple(cache.entries()), cache.total_bytes())
+
+
+class SettingsHost(Host):
+    worker: SettingsWorker
     cache_listed = Signal(object)  # CacheListing
     cache_removed = Signal(object)  # CacheRemoval
     diagnostics_progress = Signal(str)
     diagnostics_exported = Signal(object)  # DiagnosticsExport
 
-    def __init__(self, cache_root: Path | None = None, doctor: Callable[..., Any] | None = None) -> None:
-        super().__init__()
-        self._cache_root = cache_root
-        self._doctor = doctor
+    def __init__(
+        self, cache_root: Path | None = None, doctor: Callable[..., Any] | None = None, parent: QObject | None = None
+    ) -> None:
+        worker = SettingsWorker(cache_root, doctor)
+        super().__init__(worker, "settings-host", parent)
+        self.worker = worker
 
-    def _cache(self) -> Any:
-        from engines.runtime.compiled_cache import CompiledModelCache
+    def list_cache(self) -> Job:
+        def listing(context: JobContext) -> None:
+            context.send(self.cache_listed, self.worker.listing())
 
-        return CompiledModelCache(self._cache_root if self._cache_root is not None else paths.compiled_cache_dir())
+        return self.submit("listing compiled models", listing)
 
-    def _listing(self) -> CacheListing:
-        cache = self._cache()
-        return CacheListing(str(cache.root), tuple(cache.entries()), cache.total_bytes())
+    def remove_cache(self, digests: list[str]) -> Job:
+        wanted = list(digests)
 
-    @Slot()
-    def list_cache(self) -> None:
-        self.run_job("listing compiled models", lambda: emit(self.cache_listed, self._listing()))
-
-    @Slot(object)
-    def remove_cache(self, digests: list[str]) -> None:
-        def job() -> None:
-            cache = self._cache()
+        def remove(context: JobContext) -> None:
+            cache = self.worker.cache()
             # Only entries of the current listing are removed: a digest names a folder under the cache root.
             known = {entry.digest: entry for entry in cache.entries()}
             removed, freed, kept = 0, 0, []
-            for digest in digests:
+            for digest in wanted:
                 entry = known.get(digest)
                 if entry is None:
                     continue
@@ -139,101 +153,59 @@ class SettingsWorker(Worker):
                     freed += entry.size_bytes
                 else:
                     kept.append(entry.model_name or digest)
-            emit(self.cache_removed, CacheRemoval(removed, freed, tuple(kept)))
-            emit(self.cache_listed, self._listing())
+            context.send(self.cache_removed, CacheRemoval(removed, freed, tuple(kept)))
+            context.send(self.cache_listed, self.worker.listing())
 
-        self.run_job("removing compiled models", job)
+        return self.submit("removing compiled models", remove)
 
-    @Slot()
-    def clear_cache(self) -> None:
-        def job() -> None:
-            cache = self._cache()
-            removed, freed = cache.clear()
-            left = self._listing()
+    def clear_cache(self) -> Job:
+        def clear(context: JobContext) -> None:
+            removed, freed = self.worker.cache().clear()
+            left = self.worker.listing()
             kept = tuple(entry.model_name or entry.digest for entry in left.entries)
-            emit(self.cache_removed, CacheRemoval(removed, freed, kept, cleared=True))
-            emit(self.cache_listed, left)
+            context.send(self.cache_removed, CacheRemoval(removed, freed, kept, cleared=True))
+            context.send(self.cache_listed, left)
 
-        self.run_job("clearing compiled models", job)
+        return self.submit("clearing compiled models", clear)
 
-    @Slot(str, str)
-    def export_diagnostics(self, target: str, classifier: str) -> None:
-        def job() -> None:
+    def export_diagnostics(self, target: str, classifier: Path | None = None) -> Job:
+        destination = Path(target)
+
+        def export(context: JobContext) -> None:
             from app.diagnostics import attachments
             from engines.doctor import run_doctor, write_outputs
 
-            doctor = self._doctor or run_doctor
+            doctor = self.worker.doctor or run_doctor
 
             def progress(text: str) -> None:
-                emit(self.diagnostics_progress, text)
-                emit(self.status, f"Diagnostics: {text}")
+                context.send(self.diagnostics_progress, text)
+                context.status(f"Diagnostics: {text}")
 
             started = time.perf_counter()
             samples_dir = paths.assets_dir() / "samples"
             samples = sorted(p for p in samples_dir.glob("*") if p.suffix.lower() in IMAGE_SUFFIXES)
+            cache_root = self.worker.cache_root
             report = doctor(
-                classifier=Path(classifier) if classifier else None,
+                classifier=classifier,
                 chat_model=None,
                 chat=None,  # the chat model stays in its own process; `npu-studio doctor` runs the chat check
                 samples=samples,
-                cache_dir=self._cache_root if self._cache_root is not None else paths.compiled_cache_dir(),
+                cache_dir=cache_root if cache_root is not None else paths.compiled_cache_dir(),
                 runs=DOCTOR_RUNS,
                 on_progress=progress,
             )
             progress("Writing the zip…")
             with tempfile.TemporaryDirectory(prefix="npu-studio-diagnostics-") as tmp:
                 _text, _json, zip_path = write_outputs(report, Path(tmp), attachments())
-                _copy_into_place(zip_path, Path(target))
+                _copy_into_place(zip_path, destination)
             counts = report.counts()
             summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
             log.info("diagnostics exported to %s (%s)", target, summary)
-            emit(
-                self.diagnostics_exported,
-                DiagnosticsExport(target, summary, counts.get("failed", 0), time.perf_counter() - started),
-            )
+            elapsed = time.perf_counter() - started
+            done = DiagnosticsExport(str(target), summary, counts.get("failed", 0), elapsed)
+            context.send(self.diagnostics_exported, done)
 
-        self.run_job("diagnostics export", job)
-
-
-class SettingsHost(Host):
-    worker: SettingsWorker
-    cache_listed = Signal(object)
-    cache_removed = Signal(object)
-    diagnostics_progress = Signal(str)
-    diagnostics_exported = Signal(object)
-    RELAYED = ("cache_listed", "cache_removed", "diagnostics_progress", "diagnostics_exported")
-
-    _list_cache = Signal()
-    _remove_cache = Signal(object)
-    _clear_cache = Signal()
-    _export = Signal(str, str)
-
-    def __init__(
-        self, cache_root: Path | None = None, doctor: Callable[..., Any] | None = None, parent: QObject | None = None
-    ) -> None:
-        worker = SettingsWorker(cache_root, doctor)
-        super().__init__(worker, "settings-host", parent)
-        self.worker = worker
-        self._list_cache.connect(worker.list_cache)
-        self._remove_cache.connect(worker.remove_cache)
-        self._clear_cache.connect(worker.clear_cache)
-        self._export.connect(worker.export_diagnostics)
-
-    def list_cache(self) -> None:
-        self.start()
-        emit(self._list_cache)
-
-    def remove_cache(self, digests: list[str]) -> None:
-        self.start()
-        emit(self._remove_cache, list(digests))
-
-    def clear_cache(self) -> None:
-        self.start()
-        emit(self._clear_cache)
-
-    def export_diagnostics(self, target: str, classifier: Path | None = None) -> None:
-        self.start()
-        emit(self._export, str(target), str(classifier) if classifier is not None else "")
+        return self.submit("diagnostics export", export)
 
 
 def wire_settings_view(

@@ -28,7 +28,8 @@ from engines.types import CancelToken, Classification, ClassScore, Device, Devic
 
 if TYPE_CHECKING:
     from engines.api import Classifier, open_chat, open_classifier
-    from engines.chat.conversation import ChatModel, Conversation
+    from engines.chat.conversation import Conversation
+    from engines.chat.loaded import ChatModel
     from engines.runtime.compiled_cache import CompiledModelCache
     from engines.runtime.devices import DiscoveryReport, discover
     from engines.runtime.fallback import DeviceFailedError, FallbackOffer, accept_first
@@ -70,7 +71,7 @@ _LAZY = {
     "Classifier": "engines.api",
     "open_classifier": "engines.api",
     "open_chat": "engines.api",
-    "ChatModel": "engines.chat.conversation",
+    "ChatModel": "engines.chat.loaded",
     "Conversation": "engines.chat.conversation",
     "CompiledModelCache": "engines.runtime.compiled_cache",
     "DiscoveryReport": "engines.runtime.devices",

@@ -20,7 +20,7 @@ from engines.models.lookup import LocatedModel, locate_model
 from engines.types import CancelToken, Classification, DeviceChoice, DeviceType, Placement, Policy
 
 if TYPE_CHECKING:
-    from engines.chat.conversation import ChatModel
+    from engines.chat.loaded import ChatModel
     from engines.runtime.compiled_cache import CacheOutcome, CompiledModelCache
     from engines.runtime.devices import DiscoveryReport
     from engines.runtime.fallback import FallbackOffer, FallbackRunner
@@ -259,7 +259,7 @@ def open_chat(
     """Open the onnxruntime-genai chat model `model` (a folder or a name in `library`) on `choice`, with
     the same meaning of the choice as `open_classifier`. The folder is validated before any native load.
     `model.new_conversation(...).send(text, on_text=..., cancel=...)` chats."""
-    from engines.chat.conversation import ChatModel
+    from engines.chat.loaded import ChatModel
 
     located = locate_model(model, library)
     return ChatModel.load(located.folder, as_choice(choice, strict), available=available, check_memory=check_memory)

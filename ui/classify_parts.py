@@ -36,7 +36,7 @@ from PySide6.QtWidgets import (
 
 from app.paths import assets_dir
 from app.qtcompat import emit
-from engines.text import rich_text
+from engines.text import printable, rich_text
 from engines.types import IMAGE_SUFFIXES, Classification, Placement
 from ui.icons import pixmap
 from ui.placement_chip import describe_placement
@@ -151,18 +151,18 @@ class ResultsModel(QAbstractTableModel):
             return None
         result = self.results[index.row()]
         column = index.column()
-        if role == Qt.ItemDataRole.DisplayRole:
-            return self.row_values(result)[column]
-        if role == Qt.ItemDataRole.ToolTipRole:
+        if role == Qt.ItemDataRole.DisplayRole:  # a file name or label may carry controls or a bidi override
+            return printable(self.cell(result, column), newlines=False)
+        if role == Qt.ItemDataRole.ToolTipRole:  # tooltips render rich text: escaped, inside a paragraph
             if result.error:
-                return result.error
+                return f"<p>{rich_text(result.error)}</p>"
             if column == 3:
                 return tr("Decode + preprocessing {pre:.1f} ms · inference {inf:.1f} ms").format(
                     pre=result.preprocess_ms, inf=result.latency_ms
                 )
             if column == 4 and result.placement is not None:
                 return describe_placement(result.placement, self.asked or None).details
-            return result.path
+            return f"<p>{rich_text(result.path)}</p>"
         if role == Qt.ItemDataRole.DecorationRole and column == 4 and result.placement is not None and not result.error:
             chip = describe_placement(result.placement, self.asked or None)
             return _chip_icon(chip.kind, _chip_color(chip.kind))
@@ -171,6 +171,23 @@ class ResultsModel(QAbstractTableModel):
         if role == Qt.ItemDataRole.ForegroundRole and result.error:
             return QColor(colors().error)
         return None
+
+    def cell(self, result: Classification, column: int) -> str:
+        """One cell's text, computed alone: Qt asks for cells one by one on every repaint."""
+        if result.error:
+            if column == 0:
+                return Path(result.path).name if result.path != "<bytes>" else tr("Pasted image")
+            return ("", "—", "", "", result.error)[column]
+        if column == 3:
+            return f"{photo_ms(result):.1f}"
+        if column == 4:
+            return describe_placement(result.placement, self.asked or None).text if result.placement else ""
+        top = result.top[0] if result.top else None
+        if column == 1:
+            return top.label if top else "—"
+        if column == 2:
+            return f"{top.probability:.1%}" if top else ""
+        return Path(result.path).name if result.path != "<bytes>" else tr("Pasted image")
 
     def row_values(self, result: Classification) -> tuple[str, str, str, str, str]:
         name = Path(result.path).name if result.path != "<bytes>" else tr("Pasted image")

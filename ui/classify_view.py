@@ -7,7 +7,6 @@ recomputed on every change of device, strict, model and result, so they can neve
 
 from __future__ import annotations
 
-import csv
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,12 +18,9 @@ from PySide6.QtWidgets import (
     QApplication,
     QFileDialog,
     QHBoxLayout,
-    QHeaderView,
-    QLabel,
     QProgressBar,
     QPushButton,
     QSplitter,
-    QTableView,
     QVBoxLayout,
     QWidget,
 )
@@ -34,27 +30,25 @@ from engines.errors import ImageError
 from engines.types import Classification, DeviceChoice, Placement
 from ui.classify_parts import (
     IMAGE_SUFFIXES,
-    TOP_K,
     DropZone,
     ProbabilityBars,
     ResultsModel,
     batch_summary,
     expand_paths,
     load_preview,
-    photo_ms,
     placement_badge_kind,
 )
+from ui.classify_result import BatchCard, ResultCard, write_results_csv
 from ui.device_picker import DeviceChoiceModel, DevicePicker
 from ui.device_state import DeviceState, Outcome, derive
 from ui.icons import icon
 from ui.model_picker import ModelPicker
 from ui.placement_chip import PlacementChip
 from ui.theme import colors
-from ui.widgets import MARGIN, SPACING, Banner, BannerArea, Card, Spinner, ViewHeader, muted_label
+from ui.widgets import MARGIN, SPACING, Banner, BannerArea, Spinner, ViewHeader, muted_label
 
-__all__ = ["IMAGE_SUFFIXES", "ClassifyView", "expand_paths", "placement_badge_kind"]
-
-LOW_CONFIDENCE = 0.30  # below this the top-1 is more likely a guess than an answer
+# The parts that moved to ui.classify_parts stay importable from here.
+__all__ = ["IMAGE_SUFFIXES", "ClassifyView", "ProbabilityBars", "ResultsModel", "expand_paths", "placement_badge_kind"]
 
 
 def tr(text: str) -> str:
@@ -157,66 +151,21 @@ class ClassifyView(QWidget):
         self.drop_zone = DropZone()
         self.drop_zone.sample_clicked.connect(lambda path: self.classify_paths([path]))
         top.addWidget(self.drop_zone)
-        result_card = Card()
-        result_card.setMinimumWidth(320)
-        self.result_title = QLabel(tr("No photo yet"))
-        self.result_title.setObjectName("ViewTitle")
-        self.result_title.setWordWrap(True)
-        result_card.body.addWidget(self.result_title)
-        self.result_file = muted_label("")
-        result_card.body.addWidget(self.result_file)
-        self.hint = muted_label(tr("Open a photo, drop one here, or click a sample photo."))
-        result_card.body.addWidget(self.hint)
-        result_card.body.addSpacing(6)
-        self.bars = ProbabilityBars()
-        result_card.body.addWidget(self.bars)
-        result_card.body.addSpacing(6)
-        badge_row = QHBoxLayout()
-        self.placement_chip = PlacementChip()
-        badge_row.addWidget(self.placement_chip)
-        badge_row.addStretch(1)
-        result_card.body.addLayout(badge_row)
-        self.latency = muted_label("")
-        result_card.body.addWidget(self.latency)
-        result_card.body.addStretch(1)
-        top.addWidget(result_card)
+        self.result_card = ResultCard()
+        card = self.result_card  # its parts, as the app and tests look at them
+        self.result_title, self.result_file, self.hint = card.result_title, card.result_file, card.hint
+        self.bars, self.placement_chip, self.latency = card.bars, card.placement_chip, card.latency
+        top.addWidget(self.result_card)
         top.setStretchFactor(0, 3)
         top.setStretchFactor(1, 2)
         splitter.addWidget(top)
 
-        self.table_card = Card()
-        table_head = QHBoxLayout()
-        self.table_title = QLabel(tr("Batch results"))
-        self.table_title.setObjectName("SectionTitle")
-        table_head.addWidget(self.table_title)
-        table_head.addStretch(1)
-        self.export_button = QPushButton(icon("export"), tr("Export CSV…"))
+        self.table_card = BatchCard()
+        batch = self.table_card
+        self.table_title, self.export_button, self.summary = batch.table_title, batch.export_button, batch.summary
+        self.results, self.table = batch.results, batch.table
         self.export_button.clicked.connect(self.export_csv_dialog)
-        table_head.addWidget(self.export_button)
-        self.table_card.body.addLayout(table_head)
-        self.summary = muted_label("")
-        self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.table_card.body.addWidget(self.summary)
-        self.results = ResultsModel()
-        self.table = QTableView()
-        self.table.setModel(self.results)
-        self.table.setAccessibleName(tr("Batch results"))
-        self.table.setAlternatingRowColors(True)
-        self.table.setSelectionBehavior(QTableView.SelectionBehavior.SelectRows)
-        self.table.setSelectionMode(QTableView.SelectionMode.SingleSelection)
-        self.table.verticalHeader().hide()
-        self.table.setShowGrid(False)
-        self.table.setWordWrap(False)
-        self.table.verticalHeader().setDefaultSectionSize(28)
-        header = self.table.horizontalHeader()
-        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
-        for column in (2, 3):  # fixed: ResizeToContents would measure every row on each insert
-            header.setSectionResizeMode(column, QHeaderView.ResizeMode.Fixed)
-            header.resizeSection(column, 100)
-        header.setSectionResizeMode(4, QHeaderView.ResizeMode.Stretch)
         self.table.clicked.connect(self._row_clicked)
-        self.table_card.body.addWidget(self.table)
         self.table_card.hide()
         splitter.addWidget(self.table_card)
         splitter.setStretchFactor(0, 3)
@@ -248,9 +197,11 @@ class ClassifyView(QWidget):
             idle=tr("{asked} · loads with the first photo"),
         )
         previous, self.state = self.state, state
-        self.device_chip.set_state(state.chip_kind, state.chip_text, state.chip_details)
-        if state.placement is not None:
-            self.device_chip.set_placement(state.placement, self.choice_model.choice().describe())
+        if previous != state:
+            if state.placement is not None:
+                self.device_chip.set_placement(state.placement, self.choice_model.choice().describe())
+            else:
+                self.device_chip.set_state(state.chip_kind, state.chip_text, state.chip_details)
         if previous is None or previous.banner != state.banner:
             if self._state_banner is not None:
                 self._state_banner.dismiss()
@@ -295,13 +246,7 @@ class ClassifyView(QWidget):
     def _reset_result(self) -> None:
         self._run_key = None
         self._stale_note = False
-        self.result_title.setText(tr("No photo yet"))
-        self.result_file.setText("")
-        self.hint.setText(tr("Open a photo, drop one here, or click a sample photo."))
-        self.hint.show()
-        self.bars.set_scores([])
-        self.placement_chip.clear()
-        self.latency.setText("")
+        self.result_card.reset()
         self.drop_zone.show_placeholder()
         self.drop_zone.caption.setText(
             tr("Drop photos or a folder here, open them (Ctrl+O) or paste an image (Ctrl+V).")
@@ -520,8 +465,10 @@ class ClassifyView(QWidget):
 
     # --- internals ----------------------------------------------------------------------------------
     def _set_status(self, text: str) -> None:
+        """The view's own status. The window's status bar hears only when a run starts and ends (see
+        _begin/_end), not each count: a relayout of the status bar a few times a second costs a batch
+        its smoothness."""
         self.status.setText(text)
-        emit(self.work_status, text if self.busy else "")
 
     def _begin(self, total: int) -> None:
         self.busy = True
@@ -550,6 +497,7 @@ class ClassifyView(QWidget):
         self.progress.setValue(0)
         self.table_title.setText(tr("Batch results ({n} photos)").format(n=total))
         self._set_status(tr("Classifying…") if total == 1 else tr("Classifying 0 of {n}…").format(n=total))
+        emit(self.work_status, tr("Classifying…") if total == 1 else tr("Classifying {n} photos…").format(n=total))
         self.refresh_state()
 
     def _end(self, status: str) -> None:
@@ -574,12 +522,7 @@ class ClassifyView(QWidget):
 
     def _show_failure(self, path: str) -> None:
         """Nothing of an earlier photo stays next to the one that failed."""
-        self.result_title.setText(tr("Could not classify"))
-        self.result_file.setText(Path(path).name if path and path != "<bytes>" else "")
-        self.hint.hide()
-        self.bars.set_scores([])
-        self.placement_chip.clear()
-        self.latency.setText("")
+        self.result_card.show_failure(path)
 
     def _show_detail(self, result: Classification, update_preview: bool) -> None:
         name = Path(result.path).name if result.path != "<bytes>" else tr("Pasted image")
@@ -587,30 +530,7 @@ class ClassifyView(QWidget):
             image = load_preview(result.path)
             if not image.isNull():
                 self.drop_zone.show_image(image, name)
-        self.result_file.setText(name)
-        if result.error:
-            self._show_failure(result.path)
-            self.latency.setText(result.error)
-            return
-        top = result.top[0] if result.top else None
-        self.result_title.setText(top.label if top else "—")
-        if top is not None and top.probability < LOW_CONFIDENCE:
-            self.hint.setText(
-                tr(
-                    "Low confidence: the model is not sure. It knows 1,000 ImageNet classes; "
-                    "the photo may show none of them."
-                )
-            )
-            self.hint.show()
-        else:
-            self.hint.hide()
-        self.bars.set_scores([(s.label, s.probability) for s in result.top])
-        self.latency.setText(
-            tr("This photo {total:.1f} ms: inference {inf:.1f} ms · decode + preprocessing {pre:.1f} ms").format(
-                total=photo_ms(result), inf=result.latency_ms, pre=result.preprocess_ms
-            )
-        )
-        self.placement_chip.set_placement(result.placement, self.results.asked or None)
+        self.result_card.show_result(result, self.results.asked or None)
 
     # --- model picker -------------------------------------------------------------------------------
     def _on_model_picked(self, name: str) -> None:
@@ -635,26 +555,4 @@ class ClassifyView(QWidget):
 
     def export_csv(self, path: str | os.PathLike[str]) -> None:
         """Every photo with its own numbers: top-k, inference, decode + preprocessing, total, placement."""
-        with open(path, "w", newline="", encoding="utf-8") as handle:
-            writer = csv.writer(handle)
-            header = ["path"]
-            for rank in range(1, TOP_K + 1):
-                header += [f"label_{rank}", f"probability_{rank}"]
-            header += ["latency_ms", "preprocess_ms", "photo_ms", "placement", "error"]
-            writer.writerow(header)
-            for result in self.results.results:
-                row: list[object] = [result.path]
-                for rank in range(TOP_K):
-                    if rank < len(result.top):
-                        row += [result.top[rank].label, f"{result.top[rank].probability:.6f}"]
-                    else:
-                        row += ["", ""]
-                placement = result.placement.badge() if result.placement else ""
-                row += [
-                    f"{result.latency_ms:.3f}",
-                    f"{result.preprocess_ms:.3f}",
-                    f"{photo_ms(result):.3f}",
-                    placement,
-                    result.error,
-                ]
-                writer.writerow(row)
+        write_results_csv(self.results.results, path)

@@ -10,6 +10,7 @@ drawn here; the prose between them still goes through `QTextCursor.insertMarkdow
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -114,9 +115,29 @@ def _style(name: str) -> dict[_TokenType, tuple[str, bool, bool]]:
     }
 
 
+def warm_up(language: str) -> None:
+    """Load a language's lexer (and Pygments' styles) in the background. The first use of a lexer
+    imports its module (5-45 ms): done while a block is still streaming, it is ready when the fence
+    closes instead of stalling the UI thread then."""
+    key = language.lower()
+    if not key or key in _warming:
+        return
+    _warming.add(key)
+
+    def load() -> None:
+        _lexer(key)
+        _style(LIGHT_STYLE)
+        _style(DARK_STYLE)
+
+    threading.Thread(target=load, name="pygments-warm-up", daemon=True).start()
+
+
+_warming: set[str] = set()
+
+
 def highlight(code: str, language: str, dark: bool) -> list[tuple[str, str, bool, bool]]:
     """(text, colour or "", bold, italic) runs of `code`; one plain run for an unknown language."""
-    lexer = _lexer(language)
+    lexer = _lexer(language.lower())
     if lexer is None:
         return [(code, "", False, False)]
     styles = _style(DARK_STYLE if dark else LIGHT_STYLE)
@@ -167,7 +188,13 @@ def insert_code(cursor: QTextCursor, segment: Segment, key: int, index: int, c: 
     spacing = QTextBlockFormat()
     spacing.setTopMargin(4)
     inner.insertBlock(spacing, QTextCharFormat())
-    for text, color, bold, italic in highlight(printable(segment.text), segment.language, c.dark):
+    # A block still being written is drawn plain (one run): it is redrawn on every streamed update, and
+    # highlighting it each time would cost the UI thread milliseconds per frame. It is highlighted once,
+    # when its fence closes.
+    if not segment.closed:
+        warm_up(segment.language)
+    runs = highlight(printable(segment.text), segment.language if segment.closed else "", c.dark)
+    for text, color, bold, italic in runs:
         fmt = QTextCharFormat()
         fmt.setFontFamilies([fixed.family()])
         fmt.setForeground(QColor(color) if color else QColor(c.text))

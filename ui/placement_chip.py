@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from PySide6.QtCore import QCoreApplication, QEvent, QPoint, Qt
@@ -47,6 +48,7 @@ def _asked_word(asked: str) -> str:
     return asked.replace(" (strict)", "").strip()
 
 
+@lru_cache(maxsize=256)  # batch rows repaint often; a placement and a choice always read the same
 def describe_placement(placement: Placement, asked: str | None = None) -> ChipText:
     """The chip's line, kind and details for a verified placement. `asked` is what the user chose
     (DeviceChoice.describe()); it defaults to what the placement records."""
@@ -198,6 +200,10 @@ class PlacementChip(QFrame):
 
     # --- internals ----------------------------------------------------------------------------------
     def _set(self, kind: str, text: str, details: str, show_why: bool) -> None:
+        if (kind, text, details, show_why) == getattr(self, "_shown", None):
+            return  # a batch re-derives the state a few times a second: nothing to redo when unchanged
+        self._shown = (kind, text, details, show_why)
+        restyle = kind != self.kind or not self.glyph.pixmap() or self.glyph.pixmap().isNull()
         self.kind = kind
         self.details = details
         self.label.setText(text)
@@ -205,7 +211,8 @@ class PlacementChip(QFrame):
         self.setAccessibleDescription(details or text)
         self.why.setVisible(show_why)
         self.setProperty("chip", kind)
-        self._restyle()
+        if restyle:
+            self._restyle()
         self.setVisible(bool(text))
 
     def _restyle(self) -> None:

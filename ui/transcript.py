@@ -15,6 +15,7 @@ from PySide6.QtGui import (
     QColor,
     QFont,
     QFontDatabase,
+    QShowEvent,
     QTextBlock,
     QTextBlockFormat,
     QTextCharFormat,
@@ -30,7 +31,7 @@ from PySide6.QtWidgets import QApplication, QTextBrowser, QWidget
 
 from app.qtcompat import emit
 from engines.text import printable
-from ui.code_blocks import code_blocks, insert_code, split_markdown
+from ui.code_blocks import code_blocks, insert_code, split_markdown, warm_up
 from ui.theme import colors
 
 ACTION_SCHEME = "npu-action"
@@ -433,6 +434,10 @@ class Transcript(QTextBrowser):
             cursor.insertText(prompt, self._link_format(f"{ACTION_SCHEME}:starter/{i}"))
 
     # --- behaviour ------------------------------------------------------------------------------
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        warm_up("python")  # the language small models write most: its lexer loads off the UI thread
+
     def changeEvent(self, event: QEvent) -> None:
         super().changeEvent(event)
         if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.StyleChange) and colors().dark != self._dark:

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 from app import paths
 
 if TYPE_CHECKING:
-    from engines.chat.conversation import ChatModel, ChatOptions, Conversation, GenerationStats
+    from engines.chat.conversation import ChatOptions, Conversation, GenerationStats
+    from engines.chat.loaded import ChatModel
     from engines.types import CancelToken
 
 DEFAULT_CHAT_MODEL = "smollm2-135m-instruct"

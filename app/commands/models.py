@@ -303,7 +303,8 @@ def run_verify(args: argparse.Namespace) -> int:
 def run_catalog(args: argparse.Namespace) -> int:
     from app.settings import load_settings
     from app.terminal import print_json
-    from engines.models.downloads import load_catalog, load_npu_availability, partial_bytes
+    from engines.models.catalog import load_catalog, load_npu_availability
+    from engines.models.downloads import partial_bytes
 
     catalog = load_catalog(catalog_path())
     npus = load_npu_availability(catalog_path())
@@ -342,7 +343,8 @@ def run_catalog(args: argparse.Namespace) -> int:
 def run_download(args: argparse.Namespace) -> int:
     from app.settings import load_settings
     from app.terminal import print_json
-    from engines.models.downloads import DownloadProgress, discard_partial, download_model, find_entry, load_catalog
+    from engines.models.catalog import find_entry, load_catalog
+    from engines.models.downloads import DownloadProgress, discard_partial, download_model
 
     entry = find_entry(load_catalog(catalog_path()), args.id)
     allowed = bool(args.allow_download or load_settings()[0].allow_downloads)

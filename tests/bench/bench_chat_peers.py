@@ -37,7 +37,8 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from engines.chat.conversation import ChatModel, ChatOptions  # noqa: E402
+from engines.chat.conversation import ChatOptions  # noqa: E402
+from engines.chat.loaded import ChatModel  # noqa: E402
 from engines.chat.model import genai  # noqa: E402
 from engines.types import DeviceChoice  # noqa: E402
 

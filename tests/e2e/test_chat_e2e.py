@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from engines.chat.conversation import ChatModel, ChatOptions, StopReason, generate_answer
+from engines.chat.conversation import ChatOptions, StopReason
+from engines.chat.generation import generate_answer
+from engines.chat.loaded import ChatModel
 from engines.chat.model import validate_model_folder
 from engines.types import CPU_EP, DeviceChoice
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from engines.chat.conversation import ChatModel, ChatOptions
+from engines.chat.conversation import ChatOptions
+from engines.chat.loaded import ChatModel
 from engines.models.library import ModelFile, folder_digest
 from engines.models.manifest import load_manifest
 from engines.types import DeviceChoice

@@ -17,7 +17,8 @@ from PIL import Image
 
 from app.cli import run
 from engines import runtime
-from engines.chat.conversation import ChatModel, ChatOptions, Conversation, GenerationFailedError, StopReason
+from engines.chat.conversation import ChatOptions, Conversation, GenerationFailedError, StopReason
+from engines.chat.loaded import ChatModel
 from engines.chat.model import genai, use_fake_genai
 from engines.errors import GenerationError
 from engines.runtime import devices

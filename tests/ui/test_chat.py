@@ -334,3 +334,25 @@ def test_a_narrow_window_folds_the_conversation_list_unless_the_user_chose(make_
     studio.window.resize(1300, 740)
     qtbot.wait(50)
     assert not view.conversations.isVisible()
+
+
+def test_a_code_block_is_highlighted_once_its_fence_closes(qtbot: Any) -> None:
+    from ui.transcript import Entry, Transcript
+
+    transcript = Transcript()
+    qtbot.addWidget(transcript)
+    transcript.append_entry(Entry(1, "assistant", "", state="streaming"))
+    plain = QColor(LIGHT.text).name()
+
+    def def_colour() -> str:
+        found = transcript.document().find("def f")
+        cursor = QTextCursor(transcript.document())
+        cursor.setPosition(found.selectionStart() + 1)
+        return cursor.charFormat().foreground().color().name()
+
+    transcript.stream_last(Entry(1, "assistant", "Code:\n\n```python\ndef f():\n    return 1\n", state="streaming"))
+    assert def_colour() == plain  # still being written: drawn plain, cheap to redraw
+    transcript.stream_last(
+        Entry(1, "assistant", "Code:\n\n```python\ndef f():\n    return 1\n```\n\nDone", state="streaming")
+    )
+    assert def_colour() != plain  # closed: highlighted, once

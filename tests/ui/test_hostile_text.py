@@ -73,3 +73,25 @@ def test_a_streaming_answer_with_html_is_text(qtbot: object) -> None:
     view.update_last(Entry(2, "assistant", text))
     assert "<img" not in view.toHtml()
     assert RAW_CONTROL.search(view.toPlainText()) is None
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_the_results_table_shows_names_and_labels_as_text(qtbot: object, text: str) -> None:
+    from PySide6.QtCore import Qt
+
+    from engines.types import Classification, ClassScore
+    from ui.classify_parts import ResultsModel
+
+    model = ResultsModel()
+    model.results = [
+        Classification(f"/photos/{text}.png", (ClassScore(0, text, 0.9),), 1.0, 1.0),
+        Classification(f"/photos/bad{text}.png", (), 0.0, 0.0, error=f"Cannot read {text}"),
+    ]
+    for row in range(2):
+        for column in range(2):
+            shown = model.data(model.index(row, column), Qt.ItemDataRole.DisplayRole)
+            assert RAW_CONTROL.search(shown) is None and "\n" not in shown
+        tip = model.data(model.index(row, 0), Qt.ItemDataRole.ToolTipRole)
+        visible = _visible(tip)
+        assert RAW_CONTROL.search(visible) is None
+        assert "<" not in text or "<" in visible  # markup in a name is shown, not rendered

@@ -8,8 +8,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from PySide6.QtCore import Signal
 
-from app.jobs import Host, JobContext, Worker
+from app.jobs import Host, Job, JobContext, Worker
 from engines.errors import ModelError
 
 TIMEOUT = 10_000
@@ -71,8 +72,56 @@ def test_cancel_reaches_the_running_function(host: Host, qtbot: Any) -> None:
         return False
 
     job = host.submit("waiting", wait_for_cancel)
-    assert release.wait(5)
+    qtbot.waitUntil(release.is_set, timeout=TIMEOUT)  # the job starts on the next event loop turn
     with qtbot.waitSignal(job.returned, timeout=TIMEOUT) as blocker:
         job.cancel()
     assert blocker.args == [True]
 
+
+
+class _EchoHost(Host):
+    """A host with one extra operation: one method that submits one function, nothing else."""
+
+    counted = Signal(int)
+
+    def count_to(self, n: int) -> Job:
+        def count(context: JobContext) -> int:
+            for i in range(1, n + 1):
+                context.send(self.counted, i)
+            return n
+
+        return self.submit("counting", count)
+
+
+def test_a_new_operation_is_one_method(qtbot: Any) -> None:
+    host = _EchoHost(Worker(), "echo-host")
+    try:
+        counts: list[int] = []
+        host.counted.connect(counts.append)
+        job = host.count_to(3)
+        signals = [(job.started, "started"), (host.counted, "1"), (host.counted, "2"), (host.counted, "3"),
+                   (job.returned, "returned"), (job.finished, "finished")]
+        with qtbot.waitSignals(signals, order="strict", timeout=TIMEOUT) as blocker:
+            pass
+        assert counts == [1, 2, 3]
+        assert [list(record.args) for record in blocker.all_signals_and_args][1:5] == [[1], [2], [3], [3]]
+    finally:
+        assert host.shutdown()
+
+
+def test_nothing_a_job_sends_is_delivered_after_shutdown(qtbot: Any) -> None:
+    host = _EchoHost(Worker(), "echo-host")
+    counts: list[int] = []
+    host.counted.connect(counts.append)
+    release = threading.Event()
+
+    def slow(context: JobContext) -> None:
+        release.wait(5)
+        context.send(host.counted, 99)
+
+    host.submit("slow", slow)
+    qtbot.wait(20)  # the job reaches the host's thread
+    release.set()
+    assert host.shutdown()
+    qtbot.wait(50)
+    assert counts == []

@@ -12,17 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engines.chat.conversation import (
-    ChatMessage,
-    ChatModel,
-    ChatOptions,
-    Conversation,
-    GenerationStats,
-    HeldSequence,
-    StopReason,
-    generate_answer,
-    render_prompt,
-)
+from engines.chat.conversation import ChatMessage, ChatOptions, Conversation, GenerationStats, StopReason
+from engines.chat.generation import HeldSequence, generate_answer, render_prompt
+from engines.chat.loaded import ChatModel
 from engines.errors import GenerationError, ModelError
 from engines.types import CPU_EP, CancelToken, DeviceChoice
 
@@ -493,7 +485,7 @@ def test_a_model_that_cannot_fit_in_memory_is_refused_before_loading(
     import engines.models.library
 
     monkeypatch.setattr(engines.models.library, "system_memory", lambda: (1_000, 2_000))  # a 2 kB machine
-    monkeypatch.setattr("engines.chat.conversation.load_native_model", _must_not_load)
+    monkeypatch.setattr("engines.chat.loaded.load_native_model", _must_not_load)
     with pytest.raises(ModelError, match="needs more memory than this machine has"):
         ChatModel.load(tiny_llm, DeviceChoice.parse("cpu"))
 

@@ -13,7 +13,7 @@ import pytest
 
 from engines import runtime as engines_runtime
 from engines.chat import model as chat_model
-from engines.chat.conversation import ChatModel
+from engines.chat.loaded import ChatModel
 from engines.chat.model import (
     CHAT_TEMPLATE_FILE,
     DML_EP,

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from app.chat_process import error_from_payload, error_payload
-from engines.chat.conversation import ChatModel, ChatOptions, GenerationFailedError
+from engines.chat.conversation import ChatOptions, GenerationFailedError
+from engines.chat.loaded import ChatModel
 from engines.chat.model import genai, use_fake_genai
 from engines.errors import DeviceUnavailableError, GenerationError, ModelError, StudioError
 from engines.runtime.failures import diagnose

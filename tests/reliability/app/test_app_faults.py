@@ -20,7 +20,7 @@ from PIL import Image
 from app import paths
 from app.settings import Settings, save_settings
 from app.storage import ConversationStore
-from engines.chat.conversation import ChatModel
+from engines.chat.loaded import ChatModel
 from engines.chat.model import genai, use_fake_genai
 from engines.models.manifest import file_entry, list_model_files
 from engines.types import DeviceChoice
