@@ -101,7 +101,8 @@ def _table(rows: Sequence[Sequence[str]]) -> str:
 def run_list(args: argparse.Namespace) -> int:
     from app.terminal import print_json
     from engines.errors import StudioError
-    from engines.models.library import estimate_fit, scan_library
+    from engines.models.fit import estimate_fit
+    from engines.models.library import scan_library
 
     if args.context is not None and args.context < 1:
         raise StudioError("--context must be at least 1.")
@@ -136,7 +137,8 @@ def run_list(args: argparse.Namespace) -> int:
 def run_fit(args: argparse.Namespace) -> int:
     from app.terminal import print_json
     from engines.errors import StudioError
-    from engines.models.library import estimate_fit, find_model
+    from engines.models.fit import estimate_fit
+    from engines.models.library import find_model
 
     if args.context is not None and args.context < 1:
         raise StudioError("--context must be at least 1.")
@@ -212,7 +214,8 @@ def _devices(text: str) -> tuple[str, ...]:
 def run_import(args: argparse.Namespace) -> int:
     from app.terminal import print_json
     from engines.errors import StudioError
-    from engines.models.importer import IMAGENET_MEAN, IMAGENET_STD, ClassifierOptions, ImportDetails, import_model
+    from engines.models.import_manifest import IMAGENET_MEAN, IMAGENET_STD, ClassifierOptions, ImportDetails
+    from engines.models.importer import import_model
 
     source = Path(args.path).expanduser()
     classifier = None

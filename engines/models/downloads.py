@@ -242,7 +242,7 @@ def _commit(
     commits: list[str],
     bundled_dir: Path | None,
 ) -> ModelEntry:
-    from engines.models.importer import ImportDetails, genai_manifest
+    from engines.models.import_manifest import ImportDetails, genai_manifest
 
     details = ImportDetails(
         name=name,
