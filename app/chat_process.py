@@ -23,6 +23,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from app import chat_bounds
 from engines import errors
 from engines.errors import GenerationError, StudioError
 from engines.types import CancelToken, DeviceChoice, DeviceType
@@ -276,9 +277,13 @@ def serve(conn: Any, cancel_event: Any) -> None:
     root = logging.getLogger()
     root.handlers[:] = [_PipeLogHandler(conn)]
     root.setLevel(logging.INFO)
-    from app import model_trials
+    from app import chat_bounds, model_trials
+    from engines.chat.generation import observe_renders
+    from engines.models import trial
 
+    chat_bounds.ignore_interrupts()
     model_trials.configure(in_child=True)
+    observe_renders(lambda phase, characters: conn.send((phase, characters)))
     session = ChatSession()
     token = _EventToken(cancel_event)
     while True:
@@ -293,6 +298,9 @@ def serve(conn: Any, cancel_event: Any) -> None:
         try:
             if op == "load":
                 _, folder, choice = request
+                chat_bounds.lift_memory_limit()
+                if not trial.is_trusted(folder):
+                    chat_bounds.limit_memory(Path(folder))
                 conn.send(("loaded", session.load(folder, choice, lambda t: conn.send(("status", t)))))
             elif op == "generate":
                 _, kind, conversation_id, text, history, system_prompt, overrides = request
@@ -331,6 +339,7 @@ class ChatProcess:
 
     POLL_S = 0.02
     QUIT_WAIT_S = 3.0
+    CANCEL_RENDER_S = 0.5  # a cancel waits this long for a render before the engine is stopped
 
     def __init__(self) -> None:
         self._ctx = multiprocessing.get_context("spawn")
@@ -372,23 +381,46 @@ class ChatProcess:
             self._cancel.set()
         self._conn.send(message)
         abandon_deadline: float | None = None
+        render_deadline: float | None = None  # while the child renders a chat template
+        render_bound = 0.0
+        cancel_deadline: float | None = None
         while True:
             if cancel is not None and cancel.cancelled and not self._cancel.is_set():
                 self._cancel.set()
+            now = time.monotonic()
             if abandon():
                 self._cancel.set()
-                abandon_deadline = abandon_deadline or time.monotonic() + 1.0
-                if time.monotonic() > abandon_deadline:
+                abandon_deadline = abandon_deadline or now + 1.0
+                if now > abandon_deadline:
                     self.kill()
                     return ("failed", error_payload(errors.CancelledError("Closed while the chat engine was busy.")))
+            if render_deadline is not None and now > render_deadline:
+                self.kill()
+                self.last_load = None  # not loaded again behind the user's back
+                log.info("chat template render exceeded %.0f s; chat engine stopped", render_bound)
+                return ("failed", error_payload(chat_bounds.render_timeout_error(render_bound)))
+            if render_deadline is not None and self._cancel.is_set():
+                # A native render does not look at the cancel flag: stop the engine (the next request
+                # restarts it with the same model and history).
+                cancel_deadline = cancel_deadline or now + self.CANCEL_RENDER_S
+                if now > cancel_deadline:
+                    self.kill()
+                    return ("failed", error_payload(errors.CancelledError("Stopped while the chat template rendered.")))
             try:
                 ready = self._conn.poll(self.POLL_S)
                 event: Event = self._conn.recv() if ready else ()
             except (EOFError, OSError):
-                return ("failed", error_payload(self._died()))
+                return ("failed", error_payload(self._died(render_deadline is not None)))
             if not event:
                 if not self.alive:
-                    return ("failed", error_payload(self._died()))
+                    return ("failed", error_payload(self._died(render_deadline is not None)))
+                continue
+            if event[0] == "rendering":
+                render_bound = chat_bounds.render_seconds(int(event[1]))
+                render_deadline = time.monotonic() + render_bound
+                continue
+            if event[0] == "rendered":
+                render_deadline = cancel_deadline = None
                 continue
             if event[0] == "log":
                 _, level, name, text = event
@@ -398,17 +430,16 @@ class ChatProcess:
                 return event
             on_event(event)
 
-    def _died(self) -> StudioError:
+    def _died(self, rendering: bool = False) -> StudioError:
         code = None
         if self._process is not None:
             self._process.join(1.0)  # reap it, for the exit code
             code = self._process.exitcode
         self._process = None
-        log.warning("chat engine process ended unexpectedly (exit code %s)", code)
-        return GenerationError(
-            f"The chat engine stopped unexpectedly (exit code {code}).",
-            "Send the message again to restart it; if it keeps happening, choose the CPU.",
-        )
+        if rendering:
+            self.last_load = None  # the model's template did it: do not load it again unasked
+        (log.info if rendering else log.warning)("chat engine process ended unexpectedly (exit code %s)", code)
+        return chat_bounds.died_error(code, rendering)
 
     def kill(self) -> None:
         if self._process is not None:
