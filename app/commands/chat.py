@@ -154,11 +154,14 @@ def run(args: argparse.Namespace) -> int:
     else:
         model = engines.open_chat(folder, choice)  # ours: in this process, at full speed
     try:
-        return _chat(args, model, options)
-    finally:
-        close = getattr(model, "close", None)
-        if callable(close):
-            close()
+        code = _chat(args, model, options)
+    except BaseException:
+        if hasattr(model, "engine"):
+            model.engine.kill()  # interrupted or failed: the child may be stuck in a render, do not wait for it
+        raise
+    if hasattr(model, "close"):
+        model.close()
+    return code
 
 
 def _bounded(folder: Path) -> bool:
