@@ -34,7 +34,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from installer import resolve, wix
+from installer import resolve, targets, wix
 from installer.buildenv import (
     APT_LINE,
     BUILD_DIR,
@@ -121,7 +121,7 @@ def installed_runtime_problems(arch: str) -> list[str]:
         )
         for dist in metadata.distributions()
     ]
-    return resolve.check_packages(resolve.TARGETS[ARCH_TO_TARGET[arch]], packages)
+    return resolve.check_packages(targets.TARGETS[ARCH_TO_TARGET[arch]], packages)
 
 
 def stage_frozen(arch: str, payload: Path, models_dir: Path, install: bool, icon: Path) -> dict[str, object]:
@@ -135,7 +135,7 @@ def stage_frozen(arch: str, payload: Path, models_dir: Path, install: bool, icon
     if native != arch:
         raise BuildError(f"this is a {machine} Windows: it freezes the {native} app, not {arch}")
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
-    requirements = resolve.requirements_for(resolve.TARGETS[ARCH_TO_TARGET[arch]], python)
+    requirements = resolve.requirements_for(targets.TARGETS[ARCH_TO_TARGET[arch]], python)
     if install:
         with Timer("pip install the runtime set and build tools"):
             subprocess.run(
@@ -151,7 +151,7 @@ def stage_frozen(arch: str, payload: Path, models_dir: Path, install: bool, icon
                 ],
                 check=True,
             )
-        no_deps = resolve.requirements_for(resolve.TARGETS[ARCH_TO_TARGET[arch]], python, no_deps=True)
+        no_deps = resolve.requirements_for(targets.TARGETS[ARCH_TO_TARGET[arch]], python, no_deps=True)
         if no_deps:
             # These declare plain `onnxruntime`, which would be installed over the Windows ML build.
             with Timer("pip install --no-deps the plugin EPs"):
@@ -177,7 +177,7 @@ def stage_frozen(arch: str, payload: Path, models_dir: Path, install: bool, icon
         "python_version": python,
         "packages": {
             name: metadata.version(name)
-            for name in sorted(resolve.WHOLE_ORT_BUILDS | resolve.GENAI_BUILDS | {resolve.QNN_PLUGIN})
+            for name in sorted(targets.WHOLE_ORT_BUILDS | targets.GENAI_BUILDS | {targets.QNN_PLUGIN})
             if _installed(name)
         },
         "models": models,

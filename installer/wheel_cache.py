@@ -14,7 +14,7 @@ import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from installer import resolve
+from installer import resolve, targets
 from installer import wheels as wheel_records
 from installer.buildenv import BuildError, log, sha256_of
 from installer.product import ARCH_TO_TARGET
@@ -54,8 +54,8 @@ def resolve_and_download(
 ) -> tuple[resolve.Resolution, list[Path]]:
     """Resolve the Windows runtime set for `arch` and return the wheels, downloading only what is missing."""
     target = ARCH_TO_TARGET[arch]
-    requirements = resolve.requirements_for(resolve.TARGETS[target], python)
-    no_deps = resolve.requirements_for(resolve.TARGETS[target], python, no_deps=True)
+    requirements = resolve.requirements_for(targets.TARGETS[target], python)
+    no_deps = resolve.requirements_for(targets.TARGETS[target], python, no_deps=True)
     requirements += [f"{r} (--no-deps)" for r in no_deps]
     cached_path = _resolution_cache_path(cache, target, python, requirements)
     wheel_dir = cache / "wheels"
@@ -85,7 +85,7 @@ def resolve_and_download(
             "download",
             "--no-deps",
             "--only-binary=:all:",
-            *(a for plat in resolve.TARGETS[target].pip_platforms for a in ("--platform", plat)),
+            *(a for plat in targets.TARGETS[target].pip_platforms for a in ("--platform", plat)),
             "--python-version",
             python,
             "--implementation",

@@ -18,7 +18,8 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from installer import resolve  # noqa: E402
-from installer.resolve import TARGETS, ResolutionError, ResolvedPackage  # noqa: E402
+from installer.resolve import ResolutionError, ResolvedPackage  # noqa: E402
+from installer.targets import TARGETS  # noqa: E402
 
 
 def _pkgs(**versions: str) -> list[ResolvedPackage]:
