@@ -277,6 +277,7 @@ def serve(conn: Any, cancel_event: Any) -> None:
     root.handlers[:] = [_PipeLogHandler(conn)]
     root.setLevel(logging.INFO)
     from app import model_trials
+    from app.memory import release_free_memory
 
     model_trials.configure(in_child=True)
     session = ChatSession()
@@ -293,7 +294,9 @@ def serve(conn: Any, cancel_event: Any) -> None:
         try:
             if op == "load":
                 _, folder, choice = request
-                conn.send(("loaded", session.load(folder, choice, lambda t: conn.send(("status", t)))))
+                info = session.load(folder, choice, lambda t: conn.send(("status", t)))
+                release_free_memory()  # the load's temporary buffers, not kept while the child idles
+                conn.send(("loaded", info))
             elif op == "generate":
                 _, kind, conversation_id, text, history, system_prompt, overrides = request
                 stats = session.generate(
