@@ -8,7 +8,10 @@ a native crash in a device driver ends the child, not the app.
 `ChatSession` (app/chat_session.py) is the engine work itself (model, conversations, history, options, stats), used
 directly in-process (tests with fake engines) and inside the child. `ChatProcess` is the parent's end:
 it starts the child (spawn), sends one request at a time over a pipe and hands the events back; a
-cancel token set in the parent reaches the child through a shared event.
+cancel token set in the parent reaches the child through a shared event. The child reports the start and
+end of each chat template render; the parent stops a render that runs past its bound, and the child
+bounds its own memory for a model that is not ours (app/chat_bounds.py). The CLI uses it too, for such
+models.
 """
 
 from __future__ import annotations
