@@ -19,7 +19,7 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 
 from app.chat_host import ChatHost
-from app.chat_process import loading_text
+from app.chat_session import loading_text
 from app.jobs import SHUTDOWN_TIMEOUT_MS, Host, Job, JobContext, Worker, as_studio_error
 from app.memory import release_free_memory
 from app.qtcompat import emit

@@ -26,8 +26,8 @@ class LibrarySnapshot:
     """Everything the Models view shows, read in one go in the worker."""
 
     entries: tuple[Any, ...] = ()  # engines.models.library.ModelEntry
-    fits: dict[str, Any] = field(default_factory=dict)  # folder -> engines.models.library.FitHint
-    catalog: tuple[Any, ...] = ()  # engines.models.downloads.CatalogEntry
+    fits: dict[str, Any] = field(default_factory=dict)  # folder -> engines.models.fit.FitHint
+    catalog: tuple[Any, ...] = ()  # engines.models.catalog.CatalogEntry
     partial_bytes: dict[str, int] = field(default_factory=dict)  # catalog id -> bytes kept for a resume
     catalog_error: str = ""
     user_dir: str = ""
@@ -71,8 +71,10 @@ class ModelsWorker(Worker):
         return self._places
 
     def snapshot(self) -> LibrarySnapshot:
-        from engines.models.downloads import load_catalog, partial_bytes
-        from engines.models.library import clean_leftovers, estimate_fit, scan_library
+        from engines.models.catalog import load_catalog
+        from engines.models.downloads import partial_bytes
+        from engines.models.fit import estimate_fit
+        from engines.models.library import clean_leftovers, scan_library
 
         p = self.places
         clean_leftovers(p.user_dir)
@@ -121,7 +123,7 @@ class ModelsHost(Host):
 
     def import_model(self, source: str, classifier: dict[str, Any] | None, details: dict[str, Any]) -> Job:
         """Import `source`; `classifier` and `details` are the view's plain fields (see ModelsView)."""
-        from engines.models.importer import ClassifierOptions, ImportDetails
+        from engines.models.import_manifest import ClassifierOptions, ImportDetails
 
         options = None
         if classifier is not None:
@@ -170,7 +172,8 @@ class ModelsHost(Host):
 
     def download(self, entry_id: str, allowed: bool) -> Job:
         def run(context: JobContext) -> None:
-            from engines.models.downloads import DownloadProgress, download_model, find_entry, load_catalog
+            from engines.models.catalog import find_entry, load_catalog
+            from engines.models.downloads import DownloadProgress, download_model
 
             entry = find_entry(load_catalog(self.places.catalog), entry_id)
             throttle = _Throttle(lambda *args: context.send(self.progress, *args))

@@ -16,29 +16,32 @@ from __future__ import annotations
 
 import base64
 import importlib.metadata
-import json
 import logging
 import platform
 import statistics
 import sys
 import tempfile
 import time
-import zipfile
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from engines import runtime
-from engines.errors import StudioError
+from engines.doctor_report import DoctorReport, Step, write_outputs
 from engines.runtime.compiled_cache import CompiledModelCache, needs_cache, qnn_sdk_version
 from engines.runtime.devices import DiscoveryReport, discover
 from engines.runtime.failures import diagnose
 from engines.types import CPU_EP, Device, DeviceChoice, Policy, short_ep_name
 
 log = logging.getLogger(__name__)
+
+# The report itself (Step, DoctorReport, write_outputs) lives in engines/doctor_report.py.
+__all__ = [
+    "PROBE_MODEL", "DoctorReport", "Step", "chat_probe", "classifier_check", "collect_versions", "ort_distributions",
+    "probe_input", "probe_reference", "run_doctor", "strict_probe", "write_outputs",
+]
 
 PACKAGES = (
     "onnxruntime",
@@ -56,7 +59,6 @@ PACKAGES = (
     "npu-studio",
 )
 CHAT_PROMPT = "What is the capital of France?"
-LOG_TAIL_BYTES = 1_000_000
 
 # A 4-node probe model (Conv 3->8 3x3, Relu, GlobalAveragePool, Flatten; input 1x3x16x16, output 1x8),
 # made with onnx.helper (see tests/unit/test_doctor.py, which rebuilds it and compares). Embedded so
@@ -93,125 +95,6 @@ def probe_reference(x: np.ndarray) -> np.ndarray:
     windows = np.lib.stride_tricks.sliding_window_view(padded, (3, 3), axis=(1, 2))  # 3, 16, 16, 3, 3
     conv = np.einsum("chwij,ocij->ohw", windows, w) + b[:, None, None]
     return np.maximum(conv, 0).mean(axis=(1, 2))[None].astype(np.float32)
-
-
-@dataclass
-class Step:
-    """One check on one device."""
-
-    check: str  # "strict session", "classifier", "chat"
-    device: str  # EP name ("" for machine-wide checks)
-    status: str  # "ok" | "fell back" | "failed" | "unavailable" | "skipped"
-    summary: str  # one line, plain words
-    seconds: float = 0.0
-    details: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        return self.status in {"ok", "fell back"}
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "check": self.check,
-            "device": self.device,
-            "status": self.status,
-            "summary": self.summary,
-            "seconds": round(self.seconds, 4),
-            "details": self.details,
-        }
-
-
-@dataclass
-class DoctorReport:
-    created: str
-    versions: dict[str, Any]
-    discovery: DiscoveryReport
-    steps: list[Step]
-    seconds: float = 0.0
-
-    def counts(self) -> dict[str, int]:
-        found: dict[str, int] = {}
-        for step in self.steps:
-            found[step.status] = found.get(step.status, 0) + 1
-        return found
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "created": self.created,
-            "seconds": round(self.seconds, 2),
-            "versions": self.versions,
-            "devices": self.discovery.as_dict(),
-            "steps": [s.as_dict() for s in self.steps],
-            "counts": self.counts(),
-        }
-
-    def text(self) -> str:
-        v = self.versions
-        lines = [
-            f"NPU Studio doctor — {self.created}",
-            f"Machine: {v['platform']} ({v['machine']}), Python {v['python']}",
-            f"ONNX Runtime {v['onnxruntime']} ({v.get('onnxruntime_build', '')})",
-            "Providers in this build: " + ", ".join(self.discovery.available_providers),
-            "Packages: " + ", ".join(f"{k} {val or 'not installed'}" for k, val in v["packages"].items()),
-        ]
-        if v.get("qnn_sdk"):
-            lines.append(f"QNN SDK (from onnxruntime-qnn): {v['qnn_sdk']}")
-        if "compiled_cache" in v:
-            cached = v["compiled_cache"]
-            lines.append(
-                f"Compiled-model cache: {len(cached['entries'])} entries, {cached['bytes'] / 1e6:.1f} MB "
-                f"({cached['folder']})"
-            )
-        builds = v.get("onnxruntime_distributions", [])
-        if len(builds) > 1:
-            lines.append(
-                f"PROBLEM: {len(builds)} ONNX Runtime builds are installed ({', '.join(builds)}); they overwrite "
-                "each other's files. Reinstall NPU Studio."
-            )
-        cat = self.discovery.catalog
-        if cat.available:
-            offered = ", ".join(f"{p.name} {p.version} ({p.state.value})" for p in cat.providers) or "none"
-            lines.append(f"Windows ML catalog (windowsml {cat.version}, Windows build {cat.windows_build}): {offered}")
-            if cat.reason:
-                lines.append(f"  {cat.reason}")
-        else:
-            lines.append(f"Windows ML catalog: not used. {cat.reason}")
-        for plugin in self.discovery.plugins:
-            if plugin.registered:
-                state = "registered"
-            elif plugin.error:
-                state = "failed to load"
-            elif plugin.source == "Windows ML catalog":
-                state = plugin.state or "not registered"
-            else:
-                state = "installed, not used" if plugin.installed else "not installed"
-            version = f" {plugin.version}" if plugin.version else ""
-            detail = plugin.error or plugin.note
-            lines.append(
-                f"Plugin EP {short_ep_name(plugin.ep)}{version} from {plugin.package}: {state}"
-                + (f" ({detail})" if detail else "")
-            )
-        lines += ["", "Devices:"]
-        for d in self.discovery.devices:
-            mark = "✔" if d.usable else "✘"
-            extra = []
-            if d.ep_version:
-                extra.append(f"EP {d.ep_version}")
-            if d.driver_version:
-                extra.append(f"driver {d.driver_version}")
-            if d.source:
-                extra.insert(0, d.source)
-            lines.append(f"  {mark} {d.type.value:<3} {d.title()}" + (f" — {', '.join(extra)}" if extra else ""))
-            if not d.usable:
-                lines.append(f"        unavailable: {d.reason}")
-        lines += ["", "Checks:"]
-        for s in self.steps:
-            where = short_ep_name(s.device) if s.device else "-"
-            lines.append(f"  [{s.status:^11}] {where:<9} {s.check:<16} {s.summary}")
-        counts = self.counts()
-        tally = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-        lines += ["", f"Summary: {tally} (in {self.seconds:.1f} s)."]
-        return "\n".join(lines) + "\n"
 
 
 ChatProbe = Callable[[Path, DeviceChoice, int], Step]
@@ -455,43 +338,3 @@ def run_doctor(
                 except Exception as exc:  # a probe must not stop the doctor
                     steps.append(_failed("chat", device.ep, exc, time.perf_counter()))
     return DoctorReport(created, versions, report, steps, time.perf_counter() - started)
-
-
-def _tail(path: Path, limit: int) -> bytes:
-    with open(path, "rb") as handle:
-        handle.seek(0, 2)
-        size = handle.tell()
-        handle.seek(max(0, size - limit))
-        return handle.read()
-
-
-def write_outputs(
-    report: DoctorReport, out_dir: Path, attachments: Mapping[str, Path] | None = None
-) -> tuple[Path, Path, Path]:
-    """report.txt, report.json and diagnostics.zip (both reports, versions, devices and `attachments`:
-    name in the zip -> file; logs are cut to their last MB). Returns the three paths."""
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        text_path = out_dir / "report.txt"
-        json_path = out_dir / "report.json"
-        zip_path = out_dir / "diagnostics.zip"
-        text = report.text()
-        data = json.dumps(report.as_dict(), indent=2, ensure_ascii=False, default=str)
-        text_path.write_text(text, encoding="utf-8")
-        json_path.write_text(data, encoding="utf-8")
-        tmp_zip = zip_path.with_suffix(".zip.tmp")
-        with zipfile.ZipFile(tmp_zip, "w", compression=zipfile.ZIP_DEFLATED) as bundle:
-            bundle.writestr("report.txt", text)
-            bundle.writestr("report.json", data)
-            bundle.writestr("versions.json", json.dumps(report.versions, indent=2, default=str))
-            bundle.writestr("devices.json", json.dumps(report.discovery.as_dict(), indent=2, default=str))
-            for name, path in sorted((attachments or {}).items()):
-                if path.is_file():
-                    bundle.writestr(name, _tail(path, LOG_TAIL_BYTES))
-        tmp_zip.replace(zip_path)
-    except OSError as exc:
-        raise StudioError(
-            f"The doctor report could not be written to {out_dir}: {exc.strerror or exc}.",
-            "Choose another folder with --out.",
-        ) from exc
-    return text_path, json_path, zip_path

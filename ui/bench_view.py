@@ -3,11 +3,13 @@ distribution, the full results table, and the history of runs; export CSV and PN
 
 Requests go out as signals (wired to the bench host by the app); results come back to slots. The
 charts (pyqtgraph) are created the first time the view is shown or has something to draw.
+
+The setup card (models, devices, runs, batch) is ui.bench_setup; the words of the table and the
+history are ui.bench_text.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -15,20 +17,16 @@ from typing import Any
 from PySide6.QtCore import QCoreApplication, Qt, Signal
 from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import (
-    QCheckBox,
     QComboBox,
     QFileDialog,
     QFrame,
-    QGridLayout,
     QHBoxLayout,
     QHeaderView,
     QLabel,
     QListWidget,
     QListWidgetItem,
-    QProgressBar,
     QPushButton,
     QScrollArea,
-    QSpinBox,
     QSplitter,
     QStackedWidget,
     QTableWidget,
@@ -37,17 +35,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engines.bench.data import (
-    ALL_DEVICES,
-    BenchConfig,
-    BenchModel,
-    BenchProgress,
-    BenchRun,
-    DeviceResult,
-    write_csv,
-)
+from engines.bench.data import BenchModel, BenchProgress, BenchRun, DeviceResult
+from engines.bench.export import write_csv
 from engines.errors import StudioError
-from engines.types import Device, DeviceType
+from ui.bench_setup import BenchSetup
+from ui.bench_text import COLUMNS, result_cells, run_title
 from ui.icons import icon
 from ui.placement_chip import chip_color, chip_icon_name, describe_placement, placement_from_dict
 from ui.widgets import MARGIN, SPACING, BannerArea, Card, EmptyState, ViewHeader, muted_label
@@ -58,76 +50,9 @@ def tr(text: str) -> str:
 
 
 RAN_ON_WIDTH = 280  # the full reason is in the cell's tooltip
-DEFAULT_MODELS = ("efficientnet-lite0", "smollm2-135m-instruct")  # checked at first; others on request
-COLUMNS = (
-    "Model",
-    "Device",
-    "Ran on",
-    "Session first / cached (s)",
-    "p50",
-    "p90",
-    "p99",
-    "Unit",
-    "Batch 1 /s",
-    "Batch N /s",
-    "vs raw",
-    "First token (ms)",
-    "Prefill tok/s",
-    "Decode tok/s",
-    "CPU %",
-    "Peak RSS (MB)",
-)
 
 
-def _num(value: float | None, digits: int = 2) -> str:
-    return "—" if value is None else f"{value:.{digits}f}"
-
-
-def result_cells(r: DeviceResult) -> list[str]:
-    """One table row (plain text)."""
-    if not r.ok:
-        return [r.model, r.device, f"{r.status}: {r.reason}"] + ["—"] * (len(COLUMNS) - 3)
-    s, lat, res, chat = r.sessions, r.latency, r.resources, r.chat
-    ratio = chat.decode_ratio if chat is not None else r.overhead_ratio
-    placement = placement_from_dict(r.placement)
-    if placement is not None:
-        ran_on = describe_placement(placement, r.device).text
-    else:
-        ran_on = r.ran_on + (f" (fell back: {r.fallback_reason})" if r.fell_back else "")
-    return [
-        r.model,
-        r.label,
-        ran_on,
-        f"{s.first_s:.2f} / {s.cached_s:.2f}" if s else "—",
-        _num(lat.p50_ms if lat else None),
-        _num(lat.p90_ms if lat else None),
-        _num(lat.p99_ms if lat else None),
-        r.latency_unit,
-        _num(r.throughput_batch1, 1),
-        f"{_num(r.throughput_batch_n, 1)} (×{r.batch})" if r.throughput_batch_n is not None else "—",
-        _num(ratio, 3),
-        _num(chat.time_to_first_token_ms if chat else None, 0),
-        _num(chat.prefill_tokens_per_s if chat else None, 0),
-        _num(chat.decode_tokens_per_s if chat else None, 1),
-        _num(res.cpu_percent if res else None, 0),
-        _num(res.peak_rss_mb if res else None, 0),
-    ]
-
-
-def run_title(run: BenchRun) -> str:
-    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(run.started))
-    parts = []
-    for model in run.models():
-        measured = [r for r in run.for_model(model) if r.ok and r.latency is not None]
-        best = min(measured, key=lambda r: r.latency.p50_ms if r.latency else 0.0, default=None)
-        if best is not None and best.latency is not None:
-            parts.append(f"{model}: {best.label} {best.latency.p50_ms:.1f} {best.latency_unit}")
-        else:
-            parts.append(f"{model}: not measured")
-    return f"{when} · " + " · ".join(parts)
-
-
-class BenchView(QWidget):
+class BenchView(BenchSetup, QWidget):
     run_requested = Signal(object)  # BenchConfig
     cancel_requested = Signal()
     refresh_requested = Signal()  # list the models again
@@ -193,66 +118,6 @@ class BenchView(QWidget):
         self._update_buttons()
 
     # --- construction -----------------------------------------------------------------------------
-    def _build_setup(self) -> QWidget:
-        card = Card()
-        grid = QGridLayout()
-        grid.setHorizontalSpacing(18)
-        grid.setVerticalSpacing(6)
-        grid.addWidget(muted_label(tr("Models"), word_wrap=False), 0, 0)
-        self.model_list = QListWidget()
-        self.model_list.setMaximumHeight(78)
-        self.model_list.setMinimumWidth(330)
-        self.model_list.setTextElideMode(Qt.TextElideMode.ElideRight)
-        self.model_list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.model_list.itemChanged.connect(lambda _item: self._update_buttons())
-        grid.addWidget(self.model_list, 1, 0, 2, 1)
-        grid.addWidget(muted_label(tr("Devices"), word_wrap=False), 0, 1)
-        devices = QHBoxLayout()
-        self.device_boxes: dict[DeviceType, QCheckBox] = {}
-        for device in ALL_DEVICES:
-            box = QCheckBox(device.value)
-            box.setChecked(True)
-            box.toggled.connect(lambda _on: self._update_buttons())
-            self.device_boxes[device] = box
-            devices.addWidget(box)
-        grid.addLayout(devices, 1, 1)
-        self.device_note = muted_label(tr("Devices this machine lacks are listed with the reason, not skipped."))
-        grid.addWidget(self.device_note, 2, 1)
-        grid.addWidget(muted_label(tr("Runs"), word_wrap=False), 0, 2)
-        self.runs_box = QSpinBox()
-        self.runs_box.setRange(10, 5000)
-        self.runs_box.setValue(100)
-        self.runs_box.setToolTip(tr("Timed calls per path at batch 1 (the engine and raw ONNX Runtime each)"))
-        grid.addWidget(self.runs_box, 1, 2)
-        grid.addWidget(muted_label(tr("Batch"), word_wrap=False), 0, 3)
-        self.batch_box = QSpinBox()
-        self.batch_box.setRange(1, 64)
-        self.batch_box.setValue(8)
-        self.batch_box.setToolTip(tr("Batch size for the throughput run (image models)"))
-        grid.addWidget(self.batch_box, 1, 3)
-        buttons = QHBoxLayout()
-        self.run_button = QPushButton(tr("Run benchmark"))
-        self.run_button.setObjectName("Primary")
-        self.run_button.clicked.connect(self.request_run)
-        self.cancel_button = QPushButton(tr("Cancel"))
-        self.cancel_button.clicked.connect(self.request_cancel)
-        buttons.addWidget(self.run_button)
-        buttons.addWidget(self.cancel_button)
-        grid.addLayout(buttons, 1, 4)
-        grid.setColumnStretch(1, 1)
-        card.body.addLayout(grid)
-        progress_row = QHBoxLayout()
-        self.progress = QProgressBar()
-        self.progress.setRange(0, 1000)
-        self.progress.setTextVisible(False)
-        self.progress.setFixedHeight(8)
-        self.stage_label = muted_label("", word_wrap=False)
-        progress_row.addWidget(self.progress, 1)
-        progress_row.addWidget(self.stage_label, 2)
-        card.body.addLayout(progress_row)
-        self.progress.hide()
-        return card
-
     def _build_charts_card(self) -> QWidget:
         card = Card()
         row = QHBoxLayout()
@@ -318,26 +183,6 @@ class BenchView(QWidget):
         if self.current is not None or self.live:
             self._draw_charts()
 
-    # --- state --------------------------------------------------------------------------------------
-    def selected_models(self) -> list[BenchModel]:
-        chosen = []
-        for row in range(self.model_list.count()):
-            item = self.model_list.item(row)
-            if item.checkState() == Qt.CheckState.Checked:
-                chosen.append(self.models[row])
-        return chosen
-
-    def selected_devices(self) -> list[DeviceType]:
-        return [d for d, box in self.device_boxes.items() if box.isChecked()]
-
-    def config(self) -> BenchConfig:
-        return BenchConfig(
-            models=tuple(m.folder for m in self.selected_models()),
-            devices=tuple(self.selected_devices()),
-            runs=self.runs_box.value(),
-            batch=self.batch_box.value(),
-        )
-
     def _update_buttons(self) -> None:
         ready = bool(self.selected_models()) and bool(self.selected_devices())
         self.run_button.setEnabled(ready and not self.busy)
@@ -378,53 +223,6 @@ class BenchView(QWidget):
             self.cancel_requested.emit()
 
     # --- slots wired to the bench host ---------------------------------------------------------------
-    def set_models(self, models: Sequence[BenchModel]) -> None:
-        checked = {m.folder for m in self.selected_models()} if self.models else None
-        self.models = list(models)
-        self.model_list.blockSignals(True)
-        self.model_list.clear()
-        for model in self.models:
-            # The folder name tells two builds of one model apart ("...-qdq"); the full title is the tooltip.
-            short = model.title.split(" (", 1)[0]
-            label = short if model.name.lower() == short.lower() else f"{short} · {model.name}"
-            kind = "image classifier" if model.kind == "vision" else "chat"
-            item = QListWidgetItem(f"{label}  ·  {kind}")
-            item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
-            on = model.folder in checked if checked is not None else self._checked_at_first(model)
-            item.setCheckState(Qt.CheckState.Checked if on else Qt.CheckState.Unchecked)
-            item.setToolTip(f"{model.title}\n{model.folder}")
-            self.model_list.addItem(item)
-        self.model_list.blockSignals(False)
-        if not self.models:
-            self.banners.show_message(
-                tr("No models to benchmark."),
-                tr("Build the demo models or import a model in the Models view."),
-                "warning",
-            )
-        self._update_buttons()
-
-    def _checked_at_first(self, model: BenchModel) -> bool:
-        """The demo models when they are there; otherwise the first model of each kind."""
-        if any(m.name in DEFAULT_MODELS for m in self.models):
-            return model.name in DEFAULT_MODELS
-        return next(m for m in self.models if m.kind == model.kind) == model
-
-    def set_devices(self, devices: Sequence[Device]) -> None:
-        """Say which device types this machine lacks (they still run: the results list the reason)."""
-        missing = []
-        for device_type, box in self.device_boxes.items():
-            usable = any(d.usable and d.type == device_type for d in devices)
-            reasons = [d.reason for d in devices if d.type == device_type and d.reason]
-            box.setToolTip("" if usable else (reasons[0] if reasons else f"No {device_type.value} found."))
-            if not usable:
-                missing.append(device_type.value)
-        if missing:
-            self.device_note.setText(
-                f"Not on this machine: {', '.join(missing)}. They stay in the results, with the reason."
-            )
-        else:
-            self.device_note.setText(tr("Every device type is available on this machine."))
-
     def show_status(self, text: str) -> None:
         """Re-emitted in the GUI thread, for the window's status bar."""
         self.status_changed.emit(text)

@@ -2,21 +2,19 @@
 per-photo times, one placement chip, and a results table for batches with a summary and CSV export.
 
 The device chip, the device banner and the status text come from one derived state (ui.device_state)
-recomputed on every change of device, strict, model and result, so they can never disagree.
+recomputed on every change of device, strict, model and result, so they can never disagree
+(ui.classify_state). What the user asks (open, paste, a folder, cancel, export) is ui.classify_requests.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QBuffer, QByteArray, QCoreApplication, QIODevice, QModelIndex, Qt, QTimer, Signal
-from PySide6.QtGui import QDragEnterEvent, QDragLeaveEvent, QDropEvent, QImage, QImageWriter, QKeySequence
+from PySide6.QtCore import QCoreApplication, QModelIndex, Qt, QTimer, Signal
+from PySide6.QtGui import QDragEnterEvent, QDragLeaveEvent, QDropEvent, QImage, QKeySequence
 from PySide6.QtWidgets import (
-    QApplication,
-    QFileDialog,
     QHBoxLayout,
     QProgressBar,
     QPushButton,
@@ -38,9 +36,11 @@ from ui.classify_parts import (
     load_preview,
     placement_badge_kind,
 )
-from ui.classify_result import BatchCard, ResultCard, write_results_csv
+from ui.classify_requests import ClassifyRequests
+from ui.classify_result import BatchCard, ResultCard
+from ui.classify_state import ClassifyDeviceState
 from ui.device_picker import DeviceChoiceModel, DevicePicker
-from ui.device_state import DeviceState, Outcome, derive
+from ui.device_state import DeviceState, Outcome
 from ui.icons import icon
 from ui.model_picker import ModelPicker
 from ui.placement_chip import PlacementChip
@@ -55,7 +55,7 @@ def tr(text: str) -> str:
     return QCoreApplication.translate("Classify", text)
 
 
-class ClassifyView(QWidget):
+class ClassifyView(ClassifyRequests, ClassifyDeviceState, QWidget):
     """Requests go out as signals (wired to the vision host by the app); results come back to slots."""
 
     classify_requested = Signal(list)  # list[str] paths
@@ -183,151 +183,6 @@ class ClassifyView(QWidget):
         choice_model.changed.connect(self._on_choice_changed)
         choice_model.devices_changed.connect(self.refresh_state)
         self.refresh_state()
-
-    # --- the one device state -------------------------------------------------------------------------
-    def refresh_state(self, *_: object) -> None:
-        """Re-derive chip, device banner and status from (choice, model, last outcome, loading, work)."""
-        state = derive(
-            self.choice_model.choice(),
-            self.model_name,
-            devices=self.choice_model.devices,
-            outcome=self._outcome,
-            loading=self._loading,
-            working=self.status.text() if self.busy else "",
-            idle=tr("{asked} · loads with the first photo"),
-        )
-        previous, self.state = self.state, state
-        if previous != state:
-            if state.placement is not None:
-                self.device_chip.set_placement(state.placement, self.choice_model.choice().describe())
-            else:
-                self.device_chip.set_state(state.chip_kind, state.chip_text, state.chip_details)
-        if previous is None or previous.banner != state.banner:
-            if self._state_banner is not None:
-                self._state_banner.dismiss()
-                self._state_banner = None
-            if state.banner is not None:
-                banner = self.banners.show_message(state.banner.message, state.banner.hint, state.banner.severity)
-                banner.closed.connect(lambda b=banner: self._forget_state_banner(b))
-                self._state_banner = banner
-        self._sync_result_to_state()
-
-    def _forget_state_banner(self, banner: Banner) -> None:
-        if self._state_banner is banner:
-            self._state_banner = None
-
-    def _current_key(self) -> tuple[DeviceChoice, str]:
-        return (self.choice_model.choice(), self.model_name)
-
-    def _on_choice_changed(self, *_: object) -> None:
-        self.refresh_state()
-
-    def _sync_result_to_state(self) -> None:
-        """A result belongs to the choice and model it ran with: a failure from another choice goes; a
-        success from another choice stays, labelled as such."""
-        if self._run_key is None or self.busy:
-            return
-        if self._run_key == self._current_key():
-            if self._stale_note:
-                self._stale_note = False
-                self.hint.hide()
-            return
-        shown = self.results.results[0] if self._total == 1 and self.results.results else None
-        if self._total == 1 and (shown is None or shown.error):
-            self._reset_result()
-            return
-        choice, _ = self._run_key
-        self._stale_note = True
-        self.hint.setText(
-            tr("Classified with {asked}; classify again to see the current choice.").format(asked=choice.describe())
-        )
-        self.hint.show()
-
-    def _reset_result(self) -> None:
-        self._run_key = None
-        self._stale_note = False
-        self.result_card.reset()
-        self.drop_zone.show_placeholder()
-        self.drop_zone.caption.setText(
-            tr("Drop photos or a folder here, open them (Ctrl+O) or paste an image (Ctrl+V).")
-        )
-
-    # --- inputs -------------------------------------------------------------------------------------
-    def open_files(self) -> None:
-        filters = tr("Images") + " (" + " ".join(f"*{s}" for s in sorted(IMAGE_SUFFIXES)) + ");;" + tr("All files (*)")
-        paths, _ = QFileDialog.getOpenFileNames(self, tr("Open photos"), self.last_open_dir, filters)
-        if paths:
-            self.last_open_dir = str(Path(paths[0]).parent)
-            self.classify_paths(paths)
-
-    def open_folder(self) -> None:
-        folder = QFileDialog.getExistingDirectory(self, tr("Classify every photo in a folder"), self.last_open_dir)
-        if folder:
-            self.last_open_dir = folder
-            self.classify_paths([folder])
-
-    def paste(self) -> None:
-        mime = QApplication.clipboard().mimeData()
-        if mime is not None and mime.hasImage():
-            image = QImage(mime.imageData())
-            if not image.isNull():
-                self.classify_image(image, tr("Pasted image"))
-                return
-        if mime is not None and mime.hasUrls():
-            local = [u.toLocalFile() for u in mime.urls() if u.isLocalFile()]
-            if local:
-                self.classify_paths(local)
-                return
-        self.banners.show_message(
-            tr("The clipboard holds no image."), tr("Copy a photo (or an image file) first, then paste."), "warning"
-        )
-
-    def classify_image(self, image: QImage, name: str) -> None:
-        if self.busy:
-            return
-        buffer = QBuffer()
-        buffer.open(QIODevice.OpenModeFlag.WriteOnly)
-        if not QImageWriter(buffer, QByteArray(b"PNG")).write(image):
-            self.banners.show_message(
-                tr("The pasted image could not be read."), tr("Copy it again, or save it as a file.")
-            )
-            return
-        data = bytes(buffer.data().data())
-        self._begin(1)
-        self.drop_zone.show_image(image, name)
-        emit(self.classify_image_requested, data, name)
-
-    def classify_paths(self, paths: Sequence[str]) -> None:
-        """Classify files and folders (the entry point for open, drop, samples and tests)."""
-        if self.busy:
-            self.banners.show_message(
-                tr("Still classifying."), tr("Wait for the current run to finish or cancel it."), "info"
-            )
-            return
-        files = expand_paths(paths)
-        if not files:
-            self.banners.show_message(
-                tr("No photos to classify."),
-                tr("Choose image files (JPEG, PNG, BMP, GIF, WebP, TIFF) or a folder that contains some."),
-                "warning",
-            )
-            return
-        self._begin(len(files))
-        self._preview_path = files[0]
-        preview = load_preview(files[0])
-        caption = Path(files[0]).name if len(files) == 1 else tr("{n} photos").format(n=len(files))
-        if not preview.isNull():
-            self.drop_zone.show_image(preview, caption)
-        else:
-            self.drop_zone.show_placeholder()
-            self.drop_zone.samples.hide()
-            self.drop_zone.caption.setText(Path(files[0]).name)
-        emit(self.classify_requested, files)
-
-    def cancel(self) -> None:
-        if self.busy:
-            self._set_status(tr("Cancelling…"))
-            emit(self.cancel_requested)
 
     # --- drag and drop ------------------------------------------------------------------------------
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:
@@ -535,24 +390,3 @@ class ClassifyView(QWidget):
     # --- model picker -------------------------------------------------------------------------------
     def _on_model_picked(self, name: str) -> None:
         emit(self.model_chosen, name)
-
-    # --- export -------------------------------------------------------------------------------------
-    def export_csv_dialog(self) -> None:
-        if not self.results.results:
-            self.banners.show_message(tr("Nothing to export yet."), tr("Classify some photos first."), "info")
-            return
-        path, _ = QFileDialog.getSaveFileName(
-            self,
-            tr("Export results"),
-            str(Path(self.last_open_dir or Path.home()) / "classification.csv"),
-            tr("CSV (*.csv)"),
-        )
-        if path:
-            try:
-                self.export_csv(path)
-            except OSError as exc:
-                self.banners.show_message(tr("Could not write {path}.").format(path=path), str(exc), "error")
-
-    def export_csv(self, path: str | os.PathLike[str]) -> None:
-        """Every photo with its own numbers: top-k, inference, decode + preprocessing, total, placement."""
-        write_results_csv(self.results.results, path)

@@ -1,31 +1,25 @@
 """Models: the library (bundled demo models and the user's own), imports, verification, removal, and
-the catalog of downloadable models (nothing is downloaded unless the user allows it and asks)."""
+the catalog of downloadable models (nothing is downloaded unless the user allows it and asks).
+
+The tables' rows are ui.models_tables; the dialog for importing an image classifier is
+ui.model_import_dialog."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QCoreApplication, Qt, Signal
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QCheckBox,
-    QComboBox,
     QDialog,
-    QDialogButtonBox,
     QFileDialog,
-    QFormLayout,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
-    QLineEdit,
     QMessageBox,
     QProgressBar,
     QPushButton,
-    QSpinBox,
-    QTableWidget,
-    QTableWidgetItem,
     QVBoxLayout,
     QWidget,
 )
@@ -33,133 +27,15 @@ from PySide6.QtWidgets import (
 from engines.models.library import format_bytes
 from engines.text import rich_text
 from ui.icons import icon
+from ui.model_import_dialog import ClassifierImportDialog
+from ui.models_tables import CATALOG_COLUMNS, LIBRARY_COLUMNS, catalog_cells, library_cells, read_only_table
 from ui.widgets import MARGIN, SPACING, BannerArea, Card, Spinner, ViewHeader, muted_label
+
+__all__ = ["ClassifierImportDialog", "ModelsView"]
 
 
 def tr(text: str) -> str:
     return QCoreApplication.translate("Models", text)
-
-
-LIBRARY_COLUMNS = ("Name", "Kind", "Origin", "Size", "SHA-256", "Precision", "Devices", "Licence", "Fit", "Status")
-CATALOG_COLUMNS = ("Model", "Devices", "Precision", "Size", "Context", "Licence", "Status")
-_FIT_TEXT = {"fits": "Fits", "may be slow": "May be slow", "won't fit": "Won't fit"}
-
-
-def _item(text: str, tooltip: str = "", data: Any = None) -> QTableWidgetItem:
-    item = QTableWidgetItem(text)
-    item.setFlags(Qt.ItemFlag.ItemIsSelectable | Qt.ItemFlag.ItemIsEnabled)
-    if tooltip:
-        item.setToolTip(tooltip)
-    if data is not None:
-        item.setData(Qt.ItemDataRole.UserRole, data)
-    return item
-
-
-def _table(columns: Sequence[str]) -> QTableWidget:
-    table = QTableWidget(0, len(columns))
-    table.setHorizontalHeaderLabels(list(columns))
-    table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-    table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-    table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-    table.verticalHeader().setVisible(False)
-    table.setAlternatingRowColors(True)
-    table.setWordWrap(False)
-    header = table.horizontalHeader()
-    # Names are shown whole (never "efficie…"); a narrow window scrolls the table sideways instead.
-    header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-    header.setStretchLastSection(True)
-    header.setMinimumSectionSize(48)
-    return table
-
-
-def _numbers(text: str) -> tuple[float, float, float] | None:
-    parts = [p for p in text.replace(",", " ").split() if p]
-    try:
-        values = tuple(float(p) for p in parts)
-    except ValueError:
-        return None
-    return (values[0], values[1], values[2]) if len(values) == 3 else None
-
-
-class ClassifierImportDialog(QDialog):
-    """Labels and preprocessing for an `.onnx` classifier; `fields()` gives what the host needs."""
-
-    def __init__(self, model_path: str, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setWindowTitle(tr("Import an image classifier"))
-        self.model_path = model_path
-        form = QFormLayout(self)
-        form.addRow(muted_label(f"Model: {Path(model_path).name}"))
-        self.labels = QLineEdit()
-        self.labels.setPlaceholderText(tr("one class name per line, in output order"))
-        browse = QPushButton(icon("open"), tr("Browse…"))
-        browse.clicked.connect(self._browse_labels)
-        row = QHBoxLayout()
-        row.addWidget(self.labels, 1)
-        row.addWidget(browse)
-        form.addRow(tr("Labels file"), row)
-        self.size_box = QSpinBox()
-        self.size_box.setRange(0, 4096)
-        self.size_box.setSpecialValueText(tr("from the model"))
-        form.addRow(tr("Input size (px)"), self.size_box)
-        self.layout_box = QComboBox()
-        self.layout_box.addItems(["from the model", "NCHW", "NHWC"])
-        form.addRow(tr("Layout"), self.layout_box)
-        self.mean = QLineEdit("123.675, 116.28, 103.53")
-        self.std = QLineEdit("58.395, 57.12, 57.375")
-        form.addRow(tr("Mean (0-255)"), self.mean)
-        form.addRow(tr("Std (0-255)"), self.std)
-        self.output_kind = QComboBox()
-        self.output_kind.addItems(["detect", "logits", "probabilities"])
-        form.addRow(tr("Output"), self.output_kind)
-        self.name = QLineEdit(Path(model_path).stem)
-        form.addRow(tr("Name in the library"), self.name)
-        self.licence = QLineEdit()
-        self.licence.setPlaceholderText(tr("e.g. Apache-2.0 (optional)"))
-        form.addRow(tr("Licence"), self.licence)
-        self.problem = QLabel()
-        self.problem.setWordWrap(True)
-        form.addRow(self.problem)
-        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
-        buttons.accepted.connect(self._accept)
-        buttons.rejected.connect(self.reject)
-        form.addRow(buttons)
-
-    def _browse_labels(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(
-            self, tr("Labels file"), str(Path(self.model_path).parent), "Text files (*.txt);;All files (*)"
-        )
-        if path:
-            self.labels.setText(path)
-
-    def problems(self) -> str:
-        if not self.labels.text().strip():
-            return "Choose the labels file (one class name per line)."
-        if _numbers(self.mean.text()) is None or _numbers(self.std.text()) is None:
-            return "Mean and std need three numbers each, e.g. 123.675, 116.28, 103.53."
-        return ""
-
-    def _accept(self) -> None:
-        problem = self.problems()
-        self.problem.setText(problem)
-        if not problem:
-            self.accept()
-
-    def fields(self) -> tuple[dict[str, Any], dict[str, Any]]:
-        """(classifier options, import details) as plain values."""
-        size = self.size_box.value()
-        layout = self.layout_box.currentText()
-        kind = self.output_kind.currentText()
-        options = {
-            "labels": Path(self.labels.text().strip()),
-            "input_size": (size, size) if size else None,
-            "layout": layout if layout in ("NCHW", "NHWC") else None,
-            "mean": _numbers(self.mean.text()),
-            "std": _numbers(self.std.text()),
-            "output_kind": kind if kind in ("logits", "probabilities") else None,
-        }
-        details = {"name": self.name.text().strip() or None, "licence": self.licence.text().strip()}
-        return options, details
 
 
 class ModelsView(QWidget):
@@ -229,7 +105,7 @@ class ModelsView(QWidget):
         title = QLabel(tr("Library"))
         title.setObjectName("SectionTitle")
         library.body.addWidget(title)
-        self.table = _table(LIBRARY_COLUMNS)
+        self.table = read_only_table(LIBRARY_COLUMNS)
         self.table.itemSelectionChanged.connect(self._selection_changed)
         library.body.addWidget(self.table, 1)
         actions = QHBoxLayout()
@@ -272,7 +148,7 @@ class ModelsView(QWidget):
             )
         )
         catalog.body.addWidget(self.offline_note)
-        self.catalog_table = _table(CATALOG_COLUMNS)
+        self.catalog_table = read_only_table(CATALOG_COLUMNS)
         self.catalog_table.itemSelectionChanged.connect(self._update_buttons)
         catalog.body.addWidget(self.catalog_table, 1)
         row = QHBoxLayout()
@@ -293,22 +169,9 @@ class ModelsView(QWidget):
         self.snapshot = snapshot
         self.table.setRowCount(0)
         for entry in snapshot.entries:
-            fit = snapshot.fits.get(str(entry.folder))
             row = self.table.rowCount()
             self.table.insertRow(row)
-            status = "OK" if entry.usable else "Problem"
-            cells = [
-                _item(entry.name, entry.display_name, data=entry.name),
-                _item(entry.kind),
-                _item("Bundled (read-only)" if entry.bundled else "Yours"),
-                _item(format_bytes(entry.size_bytes)),
-                _item(entry.short_sha or "—", entry.sha256),
-                _item(entry.precision or "—"),
-                _item(", ".join(d.upper() for d in entry.devices) or "—"),
-                _item(entry.licence or "unknown"),
-                _item(_FIT_TEXT.get(fit.verdict, fit.verdict) if fit else "—", fit.message() if fit else ""),
-                _item(status, entry.problem),
-            ]
+            cells = library_cells(entry, snapshot.fits.get(str(entry.folder)))
             for column, cell in enumerate(cells):
                 self.table.setItem(row, column, cell)
             if entry.name == selected:
@@ -319,21 +182,7 @@ class ModelsView(QWidget):
         for entry in snapshot.catalog:
             row = self.catalog_table.rowCount()
             self.catalog_table.insertRow(row)
-            partial = snapshot.partial_bytes.get(entry.id, 0)
-            status = (
-                "Installed"
-                if entry.id in installed
-                else (f"Partial ({format_bytes(partial)}), resumes" if partial else "—")
-            )
-            cells = [
-                _item(entry.display_name, f"{entry.repo_id} / {entry.subfolder or '(root)'}", data=entry.id),
-                _item(", ".join(d.upper() for d in entry.devices)),
-                _item(entry.precision),
-                _item(f"~{format_bytes(entry.size_bytes)}" if entry.size_bytes else "?"),
-                _item(f"{entry.context_length:,}" if entry.context_length else "?"),
-                _item(entry.licence or "?"),
-                _item(status),
-            ]
+            cells = catalog_cells(entry, installed, snapshot.partial_bytes.get(entry.id, 0))
             for column, cell in enumerate(cells):
                 self.catalog_table.setItem(row, column, cell)
         if snapshot.catalog_error:

@@ -4,49 +4,43 @@ diagnostics and the app's folders.
 The view holds no state of its own: the device picker is the shared DeviceChoiceModel, the theme,
 downloads switch and system prompt mirror the app's settings (set_* methods, no signal echo), and the
 cache and diagnostics results come from the settings host. What the user changes goes out as signals.
+
+The compiled-model card is ui.settings_cache, the diagnostics and folders card ui.settings_diagnostics.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QCoreApplication, QSignalBlocker, Qt, QTimer, QUrl, Signal
-from PySide6.QtGui import QDesktopServices, QResizeEvent
+from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QCheckBox,
     QComboBox,
-    QFileDialog,
     QFormLayout,
     QFrame,
-    QGridLayout,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
     QMessageBox,
     QPlainTextEdit,
     QPushButton,
     QScrollArea,
-    QSizePolicy,
-    QStackedWidget,
-    QTableWidget,
-    QTableWidgetItem,
-    QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
 from app.qtcompat import emit
 from engines.errors import StudioError
-from engines.models.library import format_bytes
-from engines.text import rich_text
-from engines.types import DeviceType, short_ep_name
+from engines.types import DeviceType
 from ui.device_picker import DeviceChoiceModel, DevicePicker
 from ui.icons import icon
-from ui.widgets import MARGIN, SPACING, BannerArea, Card, Spinner, ViewHeader, muted_label
+from ui.settings_cache import EMPTY_CACHE, CompiledModelsSection
+from ui.settings_diagnostics import DiagnosticsSection
+from ui.settings_parts import section_title
+from ui.widgets import MARGIN, SPACING, BannerArea, Card, ViewHeader, muted_label
+
+__all__ = ["EMPTY_CACHE", "SettingsView", "options_summary"]
 
 
 def tr(text: str) -> str:
@@ -54,8 +48,6 @@ def tr(text: str) -> str:
 
 
 THEMES = (("system", "System (follows your OS)"), ("light", "Light"), ("dark", "Dark"))
-CACHE_COLUMNS = ("Model", "EP", "Versions", "Size", "Created")
-EMPTY_CACHE = "No compiled models yet — the NPU compiles a model on its first load; CPU and GPU need none."
 PROMPT_DEBOUNCE_MS = 500
 SAVED_TEXT = "Changes are saved as you make them."
 OPTION_NAMES = {
@@ -66,66 +58,6 @@ OPTION_NAMES = {
     "repetition_penalty": "repetition penalty",
     "do_sample": "sampling",
 }
-FOLDERS = (
-    ("data", "Data", "conversations and your models"),
-    ("logs", "Logs", "the log file and its older copies"),
-    ("cache", "Cache", "compiled models"),
-)
-
-
-def _section(title: str) -> QLabel:
-    label = QLabel(title)
-    label.setObjectName("SectionTitle")
-    return label
-
-
-class PathLabel(QLabel):
-    """A file path that fits its space: elided in the middle, the full path in the tooltip, selectable."""
-
-    def __init__(self, path: str = "", parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setProperty("muted", True)
-        self.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        self.setMinimumWidth(80)
-        self._path = ""
-        self.set_path(path)
-
-    @property
-    def path(self) -> str:
-        return self._path
-
-    def set_path(self, path: str) -> None:
-        self._path = path
-        self.setToolTip(path)
-        self._elide()
-
-    def resizeEvent(self, event: QResizeEvent) -> None:
-        super().resizeEvent(event)
-        self._elide()
-
-    def _elide(self) -> None:
-        width = max(40, self.width())
-        self.setText(self.fontMetrics().elidedText(self._path, Qt.TextElideMode.ElideMiddle, width))
-
-
-def _cache_item(text: str, tooltip: str = "", data: Any = None, right: bool = False) -> QTableWidgetItem:
-    item = QTableWidgetItem(text)
-    item.setFlags(Qt.ItemFlag.ItemIsSelectable | Qt.ItemFlag.ItemIsEnabled)
-    if tooltip:
-        item.setToolTip(tooltip)
-    if data is not None:
-        item.setData(Qt.ItemDataRole.UserRole, data)
-    if right:
-        item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-    return item
-
-
-def versions_text(entry: Any) -> str:
-    parts = [entry.ep_version or "EP version unknown", f"ONNX Runtime {entry.ort_version}"]
-    if entry.driver_version:
-        parts.append(f"driver {entry.driver_version}")
-    return " · ".join(parts)
 
 
 def options_summary(options: dict[str, Any]) -> str:
@@ -144,7 +76,7 @@ def options_summary(options: dict[str, Any]) -> str:
     return "Generation settings changed from the model's defaults: " + ", ".join(parts) + "."
 
 
-class SettingsView(QWidget):
+class SettingsView(CompiledModelsSection, DiagnosticsSection, QWidget):
     theme_changed = Signal(str)
     allow_downloads_changed = Signal(bool)
     system_prompt_changed = Signal(str)  # debounced while typing
@@ -230,7 +162,7 @@ class SettingsView(QWidget):
     # --- sections -----------------------------------------------------------------------------------
     def _appearance(self, theme: str) -> Card:
         card = Card()
-        card.body.addWidget(_section("Appearance"))
+        card.body.addWidget(section_title("Appearance"))
         form = QFormLayout()
         form.setContentsMargins(0, 4, 0, 0)
         self.theme_box = QComboBox()
@@ -253,7 +185,7 @@ class SettingsView(QWidget):
 
     def _devices(self) -> Card:
         card = Card()
-        card.body.addWidget(_section("Device"))
+        card.body.addWidget(section_title("Device"))
         self.picker = DevicePicker(self.choice_model)
         card.body.addWidget(self.picker)
         card.body.addWidget(
@@ -272,7 +204,7 @@ class SettingsView(QWidget):
 
     def _privacy(self, allow_downloads: bool) -> Card:
         card = Card()
-        card.body.addWidget(_section("Privacy and network"))
+        card.body.addWidget(section_title("Privacy and network"))
         self.allow_box = QCheckBox(tr("Allow model downloads"))
         self.allow_box.setChecked(allow_downloads)
         self.allow_box.toggled.connect(lambda allowed: emit(self.allow_downloads_changed, allowed))
@@ -289,7 +221,7 @@ class SettingsView(QWidget):
 
     def _chat(self, system_prompt: str, options: dict[str, Any]) -> Card:
         card = Card()
-        card.body.addWidget(_section("Chat"))
+        card.body.addWidget(section_title("Chat"))
         card.body.addWidget(QLabel(tr("System prompt")))
         self.prompt_edit = QPlainTextEdit()
         self.prompt_edit.setPlaceholderText(tr("How the assistant should behave…"))
@@ -314,139 +246,7 @@ class SettingsView(QWidget):
         self._prompt_timer.timeout.connect(self._send_prompt)
         return card
 
-    def _cache(self) -> Card:
-        card = Card()
-        head = QHBoxLayout()
-        head.addWidget(_section("Compiled models"))
-        head.addStretch(1)
-        self.cache_spinner = Spinner(16)
-        head.addWidget(self.cache_spinner)
-        self.cache_refresh_button = QToolButton()
-        self.cache_refresh_button.setIcon(icon("refresh"))
-        self.cache_refresh_button.setToolTip(tr("List the compiled models again"))
-        self.cache_refresh_button.clicked.connect(self.refresh_cache)
-        head.addWidget(self.cache_refresh_button)
-        card.body.addLayout(head)
-        card.body.addWidget(
-            muted_label(
-                tr(
-                    "An NPU compiles a model for itself on its first load; NPU Studio keeps the result (an EPContext "
-                    "model) so later loads are fast. A compiled model only loads with the EP, SDK and driver that made "
-                    "it: after an update it is compiled again."
-                )
-            )
-        )
-        self.cache_stack = QStackedWidget()
-        self.cache_table = QTableWidget(0, len(CACHE_COLUMNS))
-        self.cache_table.setHorizontalHeaderLabels(list(CACHE_COLUMNS))
-        self.cache_table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.cache_table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
-        self.cache_table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.cache_table.verticalHeader().setVisible(False)
-        self.cache_table.setAlternatingRowColors(True)
-        self.cache_table.setWordWrap(False)
-        header = self.cache_table.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
-        self.cache_table.itemSelectionChanged.connect(self._update_cache_buttons)
-        self.cache_table.setMinimumHeight(150)
-        self.cache_stack.addWidget(self.cache_table)
-        empty = QFrame()
-        empty.setObjectName("EmptyCard")
-        empty_layout = QVBoxLayout(empty)
-        empty_layout.setContentsMargins(18, 18, 18, 18)
-        self.cache_empty = muted_label(EMPTY_CACHE)
-        self.cache_empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        empty_layout.addWidget(self.cache_empty)
-        self.cache_stack.addWidget(empty)
-        self.cache_stack.setCurrentIndex(1)
-        card.body.addWidget(self.cache_stack, 1)
-        row = QHBoxLayout()
-        self.cache_summary = muted_label(tr("Not listed yet."), word_wrap=False)
-        row.addWidget(self.cache_summary, 1)
-        self.remove_button = QPushButton(icon("delete"), tr("Remove selected"))
-        self.remove_button.clicked.connect(self._remove_selected)
-        self.clear_button = QPushButton(icon("delete"), tr("Clear all"))
-        self.clear_button.clicked.connect(self._clear_all)
-        row.addWidget(self.remove_button, 0, Qt.AlignmentFlag.AlignTop)
-        row.addWidget(self.clear_button, 0, Qt.AlignmentFlag.AlignTop)
-        card.body.addLayout(row)
-        self.cache_folder_label = PathLabel()
-        card.body.addWidget(self.cache_folder_label)
-        return card
-
-    def _diagnostics(self) -> Card:
-        card = Card()
-        card.body.addWidget(_section("Diagnostics"))
-        card.body.addWidget(
-            muted_label(
-                tr(
-                    "Checks every device as `npu-studio doctor` does (without the chat check) and saves a zip with "
-                    "the report, the recent logs and your settings — no conversations, no models. Attach it to a "
-                    "bug report."
-                )
-            )
-        )
-        row = QHBoxLayout()
-        self.export_button = QPushButton(icon("export"), tr("Export diagnostics…"))
-        self.export_button.setObjectName("Primary")
-        self.export_button.clicked.connect(self._export_clicked)
-        row.addWidget(self.export_button)
-        self.diagnostics_spinner = Spinner(16)
-        row.addWidget(self.diagnostics_spinner)
-        row.addStretch(1)
-        self.show_export_button = QPushButton(icon("folder"), tr("Show in folder"))
-        self.show_export_button.setToolTip(tr("Open the folder that holds the exported zip"))
-        self.show_export_button.clicked.connect(self._show_export)
-        self.show_export_button.hide()
-        row.addWidget(self.show_export_button)
-        card.body.addLayout(row)
-        self.diagnostics_label = muted_label()
-        self.diagnostics_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.diagnostics_label.hide()
-        card.body.addWidget(self.diagnostics_label)
-
-        grid = QGridLayout()
-        grid.setContentsMargins(0, 8, 0, 0)
-        grid.setHorizontalSpacing(10)
-        grid.setVerticalSpacing(4)
-        grid.setColumnStretch(1, 1)
-        self.folder_labels: dict[str, PathLabel] = {}
-        self.folder_buttons: dict[str, QPushButton] = {}
-        for row_index, (key, title, what) in enumerate(FOLDERS):
-            name = QLabel(title)
-            name.setToolTip(what)
-            grid.addWidget(name, row_index, 0)
-            path = PathLabel()
-            self.folder_labels[key] = path
-            grid.addWidget(path, row_index, 1)
-            button = QPushButton(icon("folder"), tr("Open"))
-            button.setToolTip(f"Open the {title.lower()} folder ({what})")
-            button.clicked.connect(lambda _=False, k=key: self.open_folder(k))
-            self.folder_buttons[key] = button
-            grid.addWidget(button, row_index, 2)
-            grid.setRowMinimumHeight(row_index, button.sizeHint().height())
-        self.log_file_label = PathLabel()
-        self.settings_file_label = PathLabel()
-        for row_index, (title, label) in enumerate(
-            (("Log file", self.log_file_label), ("Settings file", self.settings_file_label)), start=len(FOLDERS)
-        ):
-            grid.addWidget(QLabel(title), row_index, 0)
-            grid.addWidget(label, row_index, 1, 1, 2)
-            grid.setRowMinimumHeight(row_index, self.export_button.sizeHint().height())
-        card.body.addLayout(grid)
-        return card
-
     # --- state from the app -------------------------------------------------------------------------
-    def set_places(self, places: dict[str, str]) -> None:
-        """Folders: data, logs, cache (opened by the buttons); log_file and settings_file (shown)."""
-        self.places = dict(places)
-        for key, label in self.folder_labels.items():
-            label.set_path(self.places.get(key, ""))
-            self.folder_buttons[key].setEnabled(bool(self.places.get(key)))
-        self.log_file_label.set_path(self.places.get("log_file", ""))
-        self.settings_file_label.set_path(self.places.get("settings_file", ""))
-
     def set_theme(self, theme: str) -> None:
         with QSignalBlocker(self.theme_box):
             self.theme_box.setCurrentIndex(max(0, self.theme_box.findData(theme)))
@@ -501,165 +301,6 @@ class SettingsView(QWidget):
             text += f" Not available: {', '.join(missing)} (the Devices view says why)."
         self.devices_label.setText(text)
 
-    # --- compiled models ----------------------------------------------------------------------------
-    def refresh_cache(self) -> None:
-        self._set_cache_busy(True)
-        emit(self.cache_refresh_requested)
-
-    def show_cache(self, listing: Any) -> None:
-        selected = set(self.selected_digests())
-        self.listing = listing
-        self._set_cache_busy(False)
-        table = self.cache_table
-        with QSignalBlocker(table):
-            table.setRowCount(0)
-            for entry in listing.entries:
-                row = table.rowCount()
-                table.insertRow(row)
-                created = time.strftime("%Y-%m-%d %H:%M", time.localtime(entry.created))
-                details = [f"Folder: {entry.folder}", f"Compiled in {entry.compile_seconds:.1f} s"]
-                if entry.options:
-                    details.append("Options: " + ", ".join(f"{k}={v}" for k, v in sorted(entry.options.items())))
-                cells = [
-                    _cache_item(entry.model_name or entry.digest, "\n".join(details), data=entry.digest),
-                    _cache_item(short_ep_name(entry.ep), entry.ep),
-                    _cache_item(versions_text(entry), versions_text(entry)),
-                    _cache_item(format_bytes(entry.size_bytes), f"{entry.size_bytes:,} bytes", right=True),
-                    _cache_item(created),
-                ]
-                for column, cell in enumerate(cells):
-                    table.setItem(row, column, cell)
-                if entry.digest in selected:
-                    table.selectRow(row)
-        count = len(listing.entries)
-        self.cache_stack.setCurrentIndex(0 if count else 1)
-        self.cache_folder_label.set_path(str(listing.folder))
-        if count:
-            noun = "compiled model" if count == 1 else "compiled models"
-            self.cache_summary.setText(f"{count} {noun} · {format_bytes(listing.total_bytes)} in total")
-        else:
-            self.cache_summary.setText(tr("Empty"))
-        self._update_cache_buttons()
-
-    def show_cache_removed(self, result: Any) -> None:
-        self._set_cache_busy(False)
-        if result.removed:
-            noun = "compiled model" if result.removed == 1 else "compiled models"
-            self.banners.show_message(
-                f"Removed {result.removed} {noun} ({format_bytes(result.freed_bytes)} freed).",
-                tr("Their next load on the NPU compiles them again."),
-            )
-        elif not result.kept:
-            self.banners.show_message(tr("There was nothing to remove: the compiled-model cache is empty."))
-        if result.kept:
-            self.banners.show_message(
-                f"Could not delete {', '.join(result.kept)}.",
-                tr("A model that is loaded may still be using its compiled copy: restart NPU Studio and try again."),
-                severity="warning",
-            )
-
-    def selected_digests(self) -> list[str]:
-        model = self.cache_table.selectionModel()
-        rows = sorted({index.row() for index in model.selectedRows()}) if model is not None else []
-        digests = []
-        for row in rows:
-            item = self.cache_table.item(row, 0)
-            if item is not None:
-                digests.append(str(item.data(Qt.ItemDataRole.UserRole)))
-        return digests
-
-    def _set_cache_busy(self, busy: bool) -> None:
-        self.cache_busy = busy
-        if busy:
-            self.cache_spinner.start()
-        else:
-            self.cache_spinner.stop()
-        self._update_cache_buttons()
-
-    def _update_cache_buttons(self) -> None:
-        idle = not self.cache_busy
-        has_entries = self.listing is not None and bool(self.listing.entries)
-        self.cache_refresh_button.setEnabled(idle)
-        self.remove_button.setEnabled(idle and bool(self.selected_digests()))
-        self.clear_button.setEnabled(idle and has_entries)
-
-    def _remove_selected(self) -> None:
-        digests = self.selected_digests()
-        if not digests or self.cache_busy:
-            return
-        noun = "this compiled model" if len(digests) == 1 else f"these {len(digests)} compiled models"
-        if self.confirm("Remove compiled models?", f"Remove {noun}? Their next NPU load compiles them again."):
-            self._set_cache_busy(True)
-            emit(self.cache_remove_requested, digests)
-
-    def _clear_all(self) -> None:
-        if self.cache_busy or self.listing is None or not self.listing.entries:
-            return
-        total = format_bytes(self.listing.total_bytes)
-        if self.confirm(
-            "Clear all compiled models?",
-            f"Delete every compiled model ({total})? Each model compiles again on its next NPU load.",
-        ):
-            self._set_cache_busy(True)
-            emit(self.cache_clear_requested)
-
-    # --- diagnostics and folders --------------------------------------------------------------------
-    def _export_clicked(self) -> None:
-        if self.diagnostics_busy:
-            return
-        target = self.choose_zip()
-        if not target:
-            return
-        if Path(target).suffix.lower() != ".zip":
-            target += ".zip"
-        self.last_export_dir = str(Path(target).parent)
-        self.diagnostics_busy = True
-        self.export_button.setEnabled(False)
-        self.show_export_button.hide()
-        self.diagnostics_spinner.start()
-        self.diagnostics_label.setText(tr("Starting the checks…"))
-        self.diagnostics_label.show()
-        emit(self.diagnostics_requested, target)
-
-    def show_diagnostics_progress(self, text: str) -> None:
-        if self.diagnostics_busy:
-            self.diagnostics_label.setText(text)
-
-    def show_diagnostics_exported(self, result: Any) -> None:
-        self._diagnostics_idle()
-        self.last_export = result.path
-        checks = f"checks: {result.summary}" if result.summary else "no checks ran"
-        name = Path(result.path).name or result.path  # the whole path is the tooltip: it is one long "word"
-        text = f"Saved <b>{rich_text(name)}</b> ({rich_text(checks)}, {result.seconds:.1f} s)."
-        if result.failed_checks:
-            text += " Some checks failed: the report in the zip says which and why."
-        self.diagnostics_label.setText(text)
-        self.diagnostics_label.setToolTip(result.path)
-        self.show_export_button.show()
-
-    def _diagnostics_idle(self) -> None:
-        self.diagnostics_busy = False
-        self.export_button.setEnabled(True)
-        self.diagnostics_spinner.stop()
-
-    def _show_export(self) -> None:
-        if self.last_export:
-            self._open(str(Path(self.last_export).parent))
-
-    def open_folder(self, key: str) -> bool:
-        path = self.places.get(key, "")
-        return bool(path) and self._open(path)
-
-    def _open(self, path: str) -> bool:
-        if self.open_url(QUrl.fromLocalFile(path)):
-            return True
-        self.banners.show_message(
-            f"Could not open {path}.",
-            tr("Open it from your file manager (the path can be selected and copied)."),
-            severity="warning",
-        )
-        return False
-
     # --- errors -------------------------------------------------------------------------------------
     def show_error(self, error: object) -> None:
         """A cache or diagnostics job failed: show why; the view is usable again."""
@@ -688,11 +329,3 @@ class SettingsView(QWidget):
     # --- default dialogs ----------------------------------------------------------------------------
     def _confirm_dialog(self, title: str, text: str) -> bool:
         return QMessageBox.question(self, title, text) == QMessageBox.StandardButton.Yes
-
-    def _zip_dialog(self) -> str:
-        folder = self.last_export_dir or str(Path.home())
-        name = time.strftime("npu-studio-diagnostics-%Y%m%d-%H%M%S.zip")
-        path, _ = QFileDialog.getSaveFileName(
-            self, tr("Export diagnostics"), str(Path(folder) / name), "Zip archives (*.zip)"
-        )
-        return path

@@ -2,6 +2,9 @@
 
 Interactive: answers stream as they are generated; Ctrl+C stops the answer (not the program);
 /reset, /regen, /system TEXT, /help, /quit (or Ctrl+D).
+
+The bundled model runs in this process. Any other model runs in the chat engine's child process
+(app/commands/chat_remote.py), where its chat template cannot crash or hang this one (app/chat_bounds.py).
 """
 
 from __future__ import annotations
@@ -130,8 +133,6 @@ def answer(
 
 def run(args: argparse.Namespace) -> int:
     import engines
-    from app.terminal import print_json
-    from engines.chat.conversation import StopReason
     from engines.errors import StudioError
     from engines.types import DeviceChoice
 
@@ -143,7 +144,42 @@ def run(args: argparse.Namespace) -> int:
             reconfigure(errors="replace")
     options = options_from_args(args)
     choice = DeviceChoice.parse(args.device, strict=args.strict)
-    model = engines.open_chat(chat_model_folder(args.model), choice)
+    folder = chat_model_folder(args.model)
+    model: Any
+    if _bounded(folder):
+        from app.commands.chat_remote import RemoteChat
+        from engines.chat.model import validate_model_folder
+        from engines.models import trial
+
+        validate_model_folder(folder)  # a folder refused by the rules is refused here, before any native code
+        trial.ensure_tried(folder, trial.CHAT)  # its first load and run, once (cached verdict)
+        model = RemoteChat(folder, choice)
+    else:
+        model = engines.open_chat(folder, choice)  # ours: in this process, at full speed
+    try:
+        code = _chat(args, model, options)
+    except BaseException:
+        if hasattr(model, "engine"):
+            model.engine.kill()  # interrupted or failed: the child may be stuck in a render, do not wait for it
+        raise
+    if hasattr(model, "close"):
+        model.close()
+    return code
+
+
+def _bounded(folder: Path) -> bool:
+    """A model that is not ours runs in the chat child process, where its template cannot crash or hang
+    this one (app/commands/chat_remote.py); NPU_STUDIO_CHAT_IN_PROCESS=1 keeps it here (debugging)."""
+    from app.chat_process import in_process_requested
+    from engines.models import trial
+
+    return trial.bounded(folder) and not in_process_requested()
+
+
+def _chat(args: argparse.Namespace, model: Any, options: ChatOptions) -> int:
+    from app.terminal import print_json
+    from engines.chat.conversation import StopReason
+
     conversation = model.new_conversation(args.system, options)
     if model.plan.fell_back:
         print(f"note: running on the CPU: {model.plan.reason}", file=sys.stderr)
@@ -170,9 +206,9 @@ def run(args: argparse.Namespace) -> int:
     return interactive(model, conversation)
 
 
-def interactive(model: ChatModel, conversation: Conversation) -> int:
+def interactive(model: ChatModel | Any, conversation: Conversation | Any) -> int:
     from engines.chat.conversation import StopReason
-    from engines.errors import StudioError
+    from engines.errors import ModelError, StudioError
 
     print(f"Chatting with {model.describe()}. /help for commands, Ctrl+C stops an answer, /quit leaves.")
     while True:
@@ -211,6 +247,9 @@ def interactive(model: ChatModel, conversation: Conversation) -> int:
                 stats = answer(conversation, conversation.regenerate, out=sys.stdout)
             else:
                 stats = answer(conversation, conversation.send, line, out=sys.stdout)
+        except ModelError:
+            print(flush=True)
+            raise  # the model itself is unsafe or unusable: one `npu-studio: error:` line, exit 2
         except StudioError as exc:
             print(f"\nerror: {exc.user_text()}", file=sys.stderr)
             continue

@@ -101,7 +101,8 @@ def _table(rows: Sequence[Sequence[str]]) -> str:
 def run_list(args: argparse.Namespace) -> int:
     from app.terminal import print_json
     from engines.errors import StudioError
-    from engines.models.library import estimate_fit, scan_library
+    from engines.models.fit import estimate_fit
+    from engines.models.library import scan_library
 
     if args.context is not None and args.context < 1:
         raise StudioError("--context must be at least 1.")
@@ -136,7 +137,8 @@ def run_list(args: argparse.Namespace) -> int:
 def run_fit(args: argparse.Namespace) -> int:
     from app.terminal import print_json
     from engines.errors import StudioError
-    from engines.models.library import estimate_fit, find_model
+    from engines.models.fit import estimate_fit
+    from engines.models.library import find_model
 
     if args.context is not None and args.context < 1:
         raise StudioError("--context must be at least 1.")
@@ -212,7 +214,8 @@ def _devices(text: str) -> tuple[str, ...]:
 def run_import(args: argparse.Namespace) -> int:
     from app.terminal import print_json
     from engines.errors import StudioError
-    from engines.models.importer import IMAGENET_MEAN, IMAGENET_STD, ClassifierOptions, ImportDetails, import_model
+    from engines.models.import_manifest import IMAGENET_MEAN, IMAGENET_STD, ClassifierOptions, ImportDetails
+    from engines.models.importer import import_model
 
     source = Path(args.path).expanduser()
     classifier = None
@@ -303,7 +306,8 @@ def run_verify(args: argparse.Namespace) -> int:
 def run_catalog(args: argparse.Namespace) -> int:
     from app.settings import load_settings
     from app.terminal import print_json
-    from engines.models.downloads import load_catalog, load_npu_availability, partial_bytes
+    from engines.models.catalog import load_catalog, load_npu_availability
+    from engines.models.downloads import partial_bytes
 
     catalog = load_catalog(catalog_path())
     npus = load_npu_availability(catalog_path())
@@ -342,7 +346,8 @@ def run_catalog(args: argparse.Namespace) -> int:
 def run_download(args: argparse.Namespace) -> int:
     from app.settings import load_settings
     from app.terminal import print_json
-    from engines.models.downloads import DownloadProgress, discard_partial, download_model, find_entry, load_catalog
+    from engines.models.catalog import find_entry, load_catalog
+    from engines.models.downloads import DownloadProgress, discard_partial, download_model
 
     entry = find_entry(load_catalog(catalog_path()), args.id)
     allowed = bool(args.allow_download or load_settings()[0].allow_downloads)

@@ -44,7 +44,7 @@ def _source(text: str) -> Path:
 
 
 def _default_out(source: Path) -> Path:
-    from engines.vision.quantize import FloatSource
+    from engines.vision.float_source import FloatSource
 
     name = FloatSource.open(source).name
     return paths.user_models_dir() / f"{name}-qdq"

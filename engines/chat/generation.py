@@ -24,6 +24,7 @@ __all__ = [
     "common_prefix_length",
     "generate_answer",
     "message_text",
+    "observe_renders",
     "render_prompt",
     "turn_starts",
 ]
@@ -78,19 +79,43 @@ def generate_answer(
     return Answer(tuple(tokens), "".join(pieces), reason, first, clock())
 
 
+RenderObserver = Callable[[str, int], None]
+_render_observer: list[RenderObserver] = []
+
+
+def observe_renders(observer: RenderObserver | None) -> None:
+    """`observer("rendering", characters)` before and `observer("rendered", 0)` after every render of a
+    chat template in this process. The chat engine's child process reports them to its parent, which
+    bounds the time a (native, uninterruptible) render of an untrusted template may take."""
+    _render_observer[:] = [observer] if observer is not None else []
+
+
 def render_prompt(tokenizer: Any, system_prompt: str, messages: Sequence[ChatMessage]) -> str:
     """The conversation through the model's own chat template, ready for the assistant's answer."""
     turns = [{"role": "system", "content": system_prompt}] if system_prompt else []
     turns += [{"role": m.role, "content": m.content} for m in messages]
+    payload = json.dumps(turns, ensure_ascii=False)
+    observer = _render_observer[0] if _render_observer else None
+    if observer is not None:
+        observer("rendering", len(payload))
     try:
-        return str(tokenizer.apply_chat_template(json.dumps(turns, ensure_ascii=False), add_generation_prompt=True))
+        return str(tokenizer.apply_chat_template(payload, add_generation_prompt=True))
     except Exception as exc:
+        if isinstance(exc, MemoryError) or "bad_alloc" in str(exc):
+            raise ModelError(
+                "The model's chat template ran out of memory while rendering this conversation; this model "
+                "folder is unsafe.",
+                "Use a model from a source you trust; its template allocates without bound.",
+            ) from exc
         if "chat template" in str(exc).lower():
             raise ModelError(
                 "The model has no usable chat template.",
                 "Add the model's chat_template.jinja to its folder; NPU Studio does not guess templates.",
             ) from exc
         raise GenerationError(f"The chat template failed on this conversation: {exc}") from exc
+    finally:
+        if observer is not None:
+            observer("rendered", 0)
 
 
 def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:

@@ -64,7 +64,7 @@ class ChatModel:
     ) -> ChatModel:
         """Validate the folder, check it fits in memory, configure the providers, load model and tokenizer,
         check the template. A model that cannot fit in this machine's RAM is refused before loading."""
-        from engines.models.library import MAY_BE_SLOW, WONT_FIT, estimate_fit
+        from engines.models.fit import MAY_BE_SLOW, WONT_FIT, estimate_fit
 
         choice = choice or DeviceChoice()
         info = validate_model_folder(folder)

@@ -123,6 +123,19 @@ def _trusted(folder: Path) -> bool:
     return any(root == resolved or root in resolved.parents for root in _state["trusted"])
 
 
+def is_trusted(folder: str | os.PathLike[str]) -> bool:
+    """Is `folder` under a trusted root (the bundled models)?"""
+    return _trusted(Path(folder))
+
+
+def bounded(folder: str | os.PathLike[str]) -> bool:
+    """Should the engine for `folder` run in a bounded child process (an untrusted model, trials on,
+    the real runtime)?"""
+    with _lock:
+        enabled = _state["enabled"] and os.environ.get("NPU_STUDIO_MODEL_TRIAL") != "0"
+    return enabled and not _trusted(Path(folder)) and not _faked()
+
+
 def _faked() -> bool:
     from engines import runtime
     from engines.chat import model as chat_model

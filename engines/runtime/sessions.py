@@ -21,7 +21,7 @@ from typing import Any
 from engines import runtime
 from engines.errors import ModelError, PlacementError
 from engines.models.safety import inspect_onnx
-from engines.runtime import compiled_cache, failures
+from engines.runtime import cached_load, compiled_cache, failures
 from engines.runtime.compiled_cache import CacheOutcome, CompiledModelCache, StatusCallback
 from engines.runtime.devices import DML_EP, QNN_EP, DiscoveryReport, discover
 from engines.runtime.planning import DeviceSet, plan_device
@@ -341,7 +341,7 @@ def _open_through_cache(
     key = cache.key_for(
         path, ep, ep_version=ep_version, ort_version=runtime.version(), driver_version=driver, options=options
     )
-    return compiled_cache.load_through_cache(
+    return cached_load.load_through_cache(
         cache,
         key,
         path,

@@ -245,6 +245,7 @@ def native_guard(monkeypatch: pytest.MonkeyPatch) -> NativeGuard:
     import onnxruntime_genai
 
     guard = NativeGuard()
+    monkeypatch.setenv("NPU_STUDIO_CHAT_IN_PROCESS", "1")  # `chat --model` opens the model here, where the traps are
     for name in ("InferenceSession", "ModelCompiler", "register_execution_provider_library"):
         monkeypatch.setattr(onnxruntime, name, guard.trap(f"onnxruntime.{name}"), raising=False)
     for name in ("Config", "Model", "register_execution_provider_library"):

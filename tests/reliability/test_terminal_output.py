@@ -161,6 +161,7 @@ def _hostile_stream(monkeypatch: pytest.MonkeyPatch, inject: str) -> None:
     from engines.chat.conversation import Conversation
 
     real: Callable[..., Any] = Conversation.send
+    monkeypatch.setenv("NPU_STUDIO_CHAT_IN_PROCESS", "1")  # the patched engine runs in this process
 
     def send(self: Conversation, text: str, *args: Any, on_text: Callable[[str], None] | None = None,
              **kwargs: Any) -> Any:  # fmt: skip

@@ -11,6 +11,10 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 CHAT_FILES = [
     "ui/chat_view.py",
+    "ui/chat_header.py",
+    "ui/chat_answers.py",
+    "ui/chat_model_status.py",
+    "ui/chat_conversations.py",
     "ui/chat_composer.py",
     "ui/chat_state.py",
     "ui/chat_text.py",

@@ -482,22 +482,22 @@ def test_restore_refuses_unknown_roles(model: ChatModel) -> None:
 def test_a_model_that_cannot_fit_in_memory_is_refused_before_loading(
     tiny_llm: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import engines.models.library
+    import engines.models.fit
 
-    monkeypatch.setattr(engines.models.library, "system_memory", lambda: (1_000, 2_000))  # a 2 kB machine
+    monkeypatch.setattr(engines.models.fit, "system_memory", lambda: (1_000, 2_000))  # a 2 kB machine
     monkeypatch.setattr("engines.chat.loaded.load_native_model", _must_not_load)
     with pytest.raises(ModelError, match="needs more memory than this machine has"):
         ChatModel.load(tiny_llm, DeviceChoice.parse("cpu"))
 
 
 def test_a_tight_fit_loads_with_a_notice(tiny_llm: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import engines.models.library
+    import engines.models.fit
 
-    needed = engines.models.library.estimate_fit(tiny_llm, memory=(10**12, 10**12)).needed_bytes
-    monkeypatch.setattr(engines.models.library, "system_memory", lambda: (needed, needed * 4))  # fits, barely
+    needed = engines.models.fit.estimate_fit(tiny_llm, memory=(10**12, 10**12)).needed_bytes
+    monkeypatch.setattr(engines.models.fit, "system_memory", lambda: (needed, needed * 4))  # fits, barely
     loaded = ChatModel.load(tiny_llm, DeviceChoice.parse("cpu"))
     assert loaded.memory_notice.startswith("May be slow")
-    monkeypatch.setattr(engines.models.library, "system_memory", lambda: (needed * 100, needed * 100))
+    monkeypatch.setattr(engines.models.fit, "system_memory", lambda: (needed * 100, needed * 100))
     assert ChatModel.load(tiny_llm, DeviceChoice.parse("cpu")).memory_notice == ""
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from engines import doctor
+from engines import doctor_report
 from engines.doctor import (
     PROBE_MODEL,
     DoctorReport,
@@ -93,7 +93,7 @@ def test_on_this_machine_the_cpu_passes_and_the_npu_and_gpu_are_reported_unavail
 
 
 def test_outputs_and_zip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(doctor, "LOG_TAIL_BYTES", 100)
+    monkeypatch.setattr(doctor_report, "LOG_TAIL_BYTES", 100)
     log = tmp_path / "npu-studio.log"
     log.write_text("old line\n" * 100 + "the last line\n")
     settings = tmp_path / "settings.json"

@@ -15,15 +15,8 @@ from typing import Any
 import pytest
 
 from engines.errors import CancelledError, ModelError, StorageError
-from engines.models.downloads import (
-    DownloadError,
-    DownloadProgress,
-    download_model,
-    find_entry,
-    load_catalog,
-    partial_bytes,
-    staging_dir,
-)
+from engines.models.catalog import find_entry, load_catalog
+from engines.models.downloads import DownloadError, DownloadProgress, download_model, partial_bytes, staging_dir
 from engines.models.library import scan_library, verify_model
 from engines.models.manifest import load_manifest, sha256_file
 from engines.types import CancelToken

@@ -19,17 +19,14 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from engines.errors import CancelledError, InputContractError, ModelError, StorageError, StudioError
-from engines.models.importer import ClassifierOptions, ImportDetails, import_model
+from engines.models.fit import FITS, MAY_BE_SLOW, WONT_FIT, estimate_fit, kv_cache_bytes
+from engines.models.import_manifest import ClassifierOptions, ImportDetails
+from engines.models.importer import import_model
 from engines.models.library import (
-    FITS,
-    MAY_BE_SLOW,
-    WONT_FIT,
     ModelFile,
     clean_leftovers,
-    estimate_fit,
     find_model,
     folder_digest,
-    kv_cache_bytes,
     read_entry,
     remove_model,
     scan_library,

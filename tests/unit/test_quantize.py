@@ -17,8 +17,9 @@ from engines.errors import ImageError, ModelError, StudioError
 from engines.models.manifest import load_manifest, verify_files
 from engines.models.variants import resolve_variant
 from engines.types import DeviceChoice
+from engines.vision.float_source import fix_batch_dimension
 from engines.vision.images import Preprocess, preprocess
-from engines.vision.quantize import QuantizeOptions, fix_batch_dimension, quantize_classifier
+from engines.vision.quantize import QuantizeOptions, quantize_classifier
 
 CLASSES = 10
 SIZE = 32

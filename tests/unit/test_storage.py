@@ -18,6 +18,7 @@ import pytest
 
 from app import storage as storage_mod
 from app.storage import DB_FILE_NAME, ConversationStore, Message, schema_version
+from app.storage_records import MAX_TITLE_CHARS
 from engines.errors import StorageError
 from tests.fixtures.crashes import kill_at_commit
 
@@ -106,7 +107,7 @@ def test_titles_are_cleaned(store: ConversationStore) -> None:
     assert store.create("  two\nlines\tand   spaces ").title == "two lines and spaces"
     assert store.create("   ").title == storage_mod.DEFAULT_TITLE
     long = store.create("x" * 1000)
-    assert len(long.title) == storage_mod.MAX_TITLE_CHARS
+    assert len(long.title) == MAX_TITLE_CHARS
 
 
 def test_rename_and_system_prompt(store: ConversationStore) -> None:

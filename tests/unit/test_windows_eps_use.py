@@ -174,7 +174,7 @@ def test_each_npu_ep_gets_the_variant_it_takes(tmp_path: Path) -> None:
 
 
 def test_the_chat_catalog_says_per_npu_vendor_what_exists() -> None:
-    from engines.models.downloads import load_catalog, load_npu_availability
+    from engines.models.catalog import load_catalog, load_npu_availability
 
     path = REPO / "assets" / "catalog.json"
     entries = {e.id: e for e in load_catalog(path)}
