@@ -22,330 +22,44 @@ build, or one with --offline, needs no network.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import platform
 import shutil
 import subprocess
 import sys
-import time
-import zipfile
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from installer import resolve, wix
-from installer import wheels as wheel_records
+from installer.buildenv import (
+    APT_LINE,
+    BUILD_DIR,
+    DEFAULT_PYTHON,
+    DIST_DIR,
+    INSTALLER_DIR,
+    REPO,
+    BuildError,
+    Timer,
+    default_cache_dir,
+    log,
+    stage_dir_for,
+)
+from installer.payload import (
+    ENTRY_FROZEN,
+    ENTRY_STUB,
+    copy_assets,
+    copy_sources,
+    make_icon,
+    model_folders,
+    write_launcher_stub,
+    write_payload_info,
+)
 from installer.product import ARCH_TO_TARGET, ARCHES, Product, load_product
-
-REPO = Path(__file__).resolve().parent.parent
-INSTALLER_DIR = REPO / "installer"
-BUILD_DIR = REPO / "build" / "installer"
-DIST_DIR = REPO / "dist"
-SOURCE_PACKAGES = ("app", "ui", "engines")
-ENTRY_FROZEN = "npu-studio.exe"
-ENTRY_STUB = "npu-studio.cmd"
-DEFAULT_PYTHON = "3.12"
-# assets/ entries that are build-time only or handled separately
-ASSET_EXCLUDES = {"models", "recipes"}
-APT_LINE = "apt-get install -y wixl msitools"
-DOWNLOAD_TIMEOUT_S = 1200
-
-
-class BuildError(Exception):
-    """A build step failed; the message says what and what to do."""
-
-
-def log(message: str) -> None:
-    print(f"[installer] {message}", flush=True)
-
-
-@dataclass
-class Timer:
-    label: str
-    start: float = 0.0
-    seconds: float = 0.0
-
-    def __enter__(self) -> Timer:
-        self.start = time.perf_counter()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.seconds = time.perf_counter() - self.start
-        log(f"{self.label}: {self.seconds:.1f} s")
-
-
-def default_cache_dir() -> Path:
-    env = os.environ.get("NPU_STUDIO_BUILD_CACHE")
-    if env:
-        return Path(env)
-    if sys.platform == "win32" and os.environ.get("LOCALAPPDATA"):
-        return Path(os.environ["LOCALAPPDATA"]) / "npu-studio-build"
-    return Path.home() / ".cache" / "npu-studio-build"
-
-
-def stage_dir_for(arch: str, build_dir: Path = BUILD_DIR) -> Path:
-    return build_dir / arch / "payload"
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-# ---- resolution and wheel cache ------------------------------------------------------------------------
-
-
-def _resolution_cache_path(cache: Path, target: str, python: str, requirements: Sequence[str]) -> Path:
-    key = hashlib.sha256("\n".join(requirements).encode()).hexdigest()[:16]
-    return cache / "resolutions" / f"{target}-py{python}-{key}.json"
-
-
-def _load_cached_resolution(path: Path) -> resolve.Resolution | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        packages = [
-            resolve.ResolvedPackage(**{**p, "requires_dist": tuple(p.get("requires_dist", ()))})
-            for p in data["packages"]
-        ]
-        return resolve.Resolution(
-            target=data["target"],
-            python_version=data["python_version"],
-            requirements=list(data["requirements"]),
-            packages=packages,
-            problems=list(data["problems"]),
-        )
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-def _wheel_ok(path: Path, pkg: resolve.ResolvedPackage) -> bool:
-    return path.is_file() and (pkg.sha256 is None or sha256_of(path) == pkg.sha256)
-
-
-def resolve_and_download(
-    arch: str, python: str, cache: Path, offline: bool = False
-) -> tuple[resolve.Resolution, list[Path]]:
-    """Resolve the Windows runtime set for `arch` and return the wheels, downloading only what is missing."""
-    target = ARCH_TO_TARGET[arch]
-    requirements = resolve.requirements_for(resolve.TARGETS[target], python)
-    no_deps = resolve.requirements_for(resolve.TARGETS[target], python, no_deps=True)
-    requirements += [f"{r} (--no-deps)" for r in no_deps]
-    cached_path = _resolution_cache_path(cache, target, python, requirements)
-    wheel_dir = cache / "wheels"
-    wheel_dir.mkdir(parents=True, exist_ok=True)
-    resolution = _load_cached_resolution(cached_path)
-    if resolution is not None and all(_wheel_ok(wheel_dir / p.filename, p) for p in resolution.packages):
-        log(f"using the cached resolution and wheels for {target} (python {python})")
-        return resolution, [wheel_dir / p.filename for p in resolution.packages]
-    if offline:
-        raise BuildError(
-            f"--offline: no complete cached resolution for {target} (python {python}) in {cache}; "
-            "run one build with network access first"
-        )
-    try:
-        resolution = resolve.resolve(target, python)
-    except resolve.ResolutionError as exc:
-        raise BuildError(str(exc)) from exc
-    if not resolution.ok:
-        raise BuildError(f"{target} resolves to a broken runtime set: {'; '.join(resolution.problems)}")
-    missing = [p for p in resolution.packages if not _wheel_ok(wheel_dir / p.filename, p)]
-    if missing:
-        log(f"downloading {len(missing)} wheel(s) for {target} into {wheel_dir}")
-        cmd = [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            "--only-binary=:all:",
-            *(a for plat in resolve.TARGETS[target].pip_platforms for a in ("--platform", plat)),
-            "--python-version",
-            python,
-            "--implementation",
-            "cp",
-            "--dest",
-            str(wheel_dir),
-            "--quiet",
-            "--disable-pip-version-check",
-            *(f"{p.name}=={p.version}" for p in missing),
-        ]
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=DOWNLOAD_TIMEOUT_S)
-        except subprocess.TimeoutExpired as exc:
-            raise BuildError(f"pip download for {target} did not finish in {DOWNLOAD_TIMEOUT_S} s") from exc
-        if proc.returncode != 0:
-            raise BuildError(f"pip download failed for {target}: {proc.stderr.strip()[-1500:]}")
-    bad = [p.filename for p in resolution.packages if not _wheel_ok(wheel_dir / p.filename, p)]
-    if bad:
-        raise BuildError(f"downloaded wheels missing or with a wrong sha256: {', '.join(bad)}")
-    cached_path.parent.mkdir(parents=True, exist_ok=True)
-    cached_path.write_text(json.dumps(resolution.to_json(), indent=2), encoding="utf-8")
-    return resolution, [wheel_dir / p.filename for p in resolution.packages]
-
-
-def unpack_wheel(wheel: Path, site_packages: Path, prefix: Path) -> int:
-    """Install a wheel's files the way an installer would (purelib/platlib/data), without running code.
-
-    Scripts and headers are left out: the app starts through its own launcher. Returns the file count.
-    """
-    count = 0
-    with zipfile.ZipFile(wheel) as zf:
-        for info in zf.infolist():
-            if info.is_dir():
-                continue
-            parts = info.filename.split("/")
-            if any(part in ("", "..") for part in parts) or info.filename.startswith("/") or ":" in parts[0]:
-                raise BuildError(f"{wheel.name} holds an unsafe path: {info.filename}")
-            dest_root = site_packages
-            if parts[0].endswith(".data") and len(parts) > 2:
-                scheme, parts = parts[1], parts[2:]
-                if scheme in ("purelib", "platlib"):
-                    dest_root = site_packages
-                elif scheme == "data":
-                    dest_root = prefix
-                else:  # scripts, headers
-                    continue
-            dest = dest_root.joinpath(*parts)
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            with zf.open(info) as src, dest.open("wb") as out:
-                shutil.copyfileobj(src, out)
-            count += 1
-    return count
-
-
-# ---- sources, assets, models, icon ------------------------------------------------------------------------
-
-
-def _ignore_build_junk(directory: str, names: list[str]) -> set[str]:
-    return {n for n in names if n in ("__pycache__", ".mypy_cache", ".pytest_cache") or n.endswith(".pyc")}
-
-
-def copy_sources(dest: Path) -> None:
-    for package in SOURCE_PACKAGES:
-        shutil.copytree(REPO / package, dest / package, ignore=_ignore_build_junk)
-
-
-def model_folders(models_dir: Path) -> Iterator[Path]:
-    """Finished model folders only: a manifest.json, not a recipe's hidden work folder."""
-    if not models_dir.is_dir():
-        return
-    for child in sorted(models_dir.iterdir()):
-        if child.is_dir() and not child.name.startswith(".") and (child / "manifest.json").is_file():
-            yield child
-
-
-def copy_assets(dest: Path, models_dir: Path) -> list[str]:
-    """Copy assets/ (no recipes) and the finished demo models; returns the model names bundled."""
-    source = REPO / "assets"
-    dest.mkdir(parents=True, exist_ok=True)
-    for child in sorted(source.iterdir()):
-        if child.name in ASSET_EXCLUDES or child.name.startswith("."):
-            continue
-        if child.is_dir():
-            shutil.copytree(child, dest / child.name, ignore=_ignore_build_junk)
-        else:
-            shutil.copy2(child, dest / child.name)
-    bundled: list[str] = []
-    for folder in model_folders(models_dir):
-        shutil.copytree(
-            folder,
-            dest / "models" / folder.name,
-            ignore=lambda _d, names: {n for n in names if n.startswith(".")},
-        )
-        bundled.append(folder.name)
-    return bundled
-
-
-_RENDER_SVG = """
-import sys
-from PySide6.QtCore import QByteArray
-from PySide6.QtGui import QColor, QGuiApplication, QImage, QPainter
-from PySide6.QtSvg import QSvgRenderer
-
-app = QGuiApplication([])
-data = open(sys.argv[1], encoding="utf-8").read().replace("currentColor", "#2563eb")
-renderer = QSvgRenderer(QByteArray(data.encode()))
-if not renderer.isValid():
-    sys.exit(f"{sys.argv[1]} is not a valid SVG")
-image = QImage(256, 256, QImage.Format.Format_ARGB32)
-image.fill(QColor(0, 0, 0, 0))
-painter = QPainter(image)
-renderer.render(painter)
-painter.end()
-sys.exit(0 if image.save(sys.argv[2]) else f"Qt could not write {sys.argv[2]}")
-"""
-
-
-def make_icon(out: Path) -> Path:
-    """The product icon (.ico, 16-256 px) rendered from assets/icons/app.svg."""
-    svg = REPO / "assets" / "icons" / "app.svg"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    sizes = [16, 24, 32, 48, 64, 128, 256]
-    try:
-        from PIL import Image, ImageDraw
-    except ImportError as exc:
-        raise BuildError("Pillow is needed to write the icon: install the app's dependencies first") from exc
-
-    images: list[Image.Image] = []
-    png = out.with_suffix(".png")
-    try:
-        # Qt renders the SVG in a child process: a QGuiApplication must not outlive this call in the caller
-        # (a test run or a build script that uses Qt itself).
-        env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
-        proc = subprocess.run(
-            [sys.executable, "-c", _RENDER_SVG, str(svg), str(png)],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=120,
-        )
-        if proc.returncode != 0 or not png.exists():
-            raise OSError(proc.stderr.strip()[-500:] or "no image written")
-        with Image.open(png) as rendered:
-            images = [rendered.convert("RGBA")]
-        png.unlink()
-    except (ImportError, OSError, ValueError) as exc:
-        log(f"icon: rendering {svg.name} with Qt failed ({exc}); drawing a plain icon")
-        img = Image.new("RGBA", (256, 256), (0, 0, 0, 0))
-        draw = ImageDraw.Draw(img)
-        draw.rounded_rectangle((16, 16, 240, 240), radius=48, fill=(37, 99, 235, 255))
-        draw.rounded_rectangle((80, 80, 176, 176), radius=16, outline=(255, 255, 255, 255), width=14)
-        images = [img]
-    images[0].save(out, format="ICO", sizes=[(s, s) for s in sizes])
-    return out
-
-
-def write_launcher_stub(payload: Path, arch: str, python: str) -> None:
-    selector = f"-V:{python}-arm64" if arch == "arm64" else f"-{python}"
-    stub = (
-        "@echo off\r\n"
-        f"rem NPU Studio launcher (wheels payload): needs CPython {python} for {arch} on this machine.\r\n"
-        "setlocal\r\n"
-        'set "NPU_STUDIO_DIR=%~dp0"\r\n'
-        "where py >nul 2>nul\r\n"
-        "if %errorlevel%==0 (\r\n"
-        f'  py {selector} -I "%NPU_STUDIO_DIR%_internal\\launcher.py" %*\r\n'
-        ") else (\r\n"
-        '  python -I "%NPU_STUDIO_DIR%_internal\\launcher.py" %*\r\n'
-        ")\r\n"
-        "exit /b %errorlevel%\r\n"
-    )
-    (payload / ENTRY_STUB).write_bytes(stub.encode("ascii"))
-
-
-def write_payload_info(payload: Path, info: dict[str, object]) -> None:
-    path = payload / wix.PAYLOAD_INFO
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-
+from installer.wheel_cache import check_one_writer_per_file, resolve_and_download, unpack_wheel
 
 # ---- stage ------------------------------------------------------------------------------------------------------
 
@@ -393,19 +107,6 @@ def stage_wheels(
     }
     write_payload_info(payload, info)
     return {**info, "timings": timings}
-
-
-def check_one_writer_per_file(wheel_files: Sequence[Path]) -> None:
-    """Refuse a payload in which two wheels write the same file (above all, two ONNX Runtimes writing
-    `onnxruntime/`): unpacked in order, the last one would silently win."""
-    records = [wheel_records.read_record(w) for w in wheel_files]
-    ort_writers = wheel_records.writers_of(records, "onnxruntime")
-    if len(ort_writers) != 1:
-        raise BuildError(f"exactly one wheel must write onnxruntime/, got {len(ort_writers)}: {', '.join(ort_writers)}")
-    shared = wheel_records.collisions(records)
-    if shared:
-        sample = "; ".join(f"{path} ({', '.join(dists)})" for path, dists in list(shared.items())[:5])
-        raise BuildError(f"{len(shared)} file(s) would be written by more than one wheel: {sample}")
 
 
 def installed_runtime_problems(arch: str) -> list[str]:

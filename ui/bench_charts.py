@@ -17,7 +17,8 @@ from PySide6.QtCore import QEvent
 from PySide6.QtGui import QColor, QShowEvent
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
-from engines.bench.data import DeviceResult, percentile
+from engines.bench.data import DeviceResult
+from engines.bench.stats import percentile
 from ui.theme import colors
 
 DEVICE_COLORS = {"NPU": "#8a5cd6", "GPU": "#1f9a5a", "CPU": "#3367d6"}

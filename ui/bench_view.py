@@ -35,13 +35,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engines.bench.data import (
-    BenchModel,
-    BenchProgress,
-    BenchRun,
-    DeviceResult,
-    write_csv,
-)
+from engines.bench.data import BenchModel, BenchProgress, BenchRun, DeviceResult
+from engines.bench.export import write_csv
 from engines.errors import StudioError
 from ui.bench_setup import BenchSetup
 from ui.bench_text import COLUMNS, result_cells, run_title

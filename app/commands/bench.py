@@ -163,7 +163,8 @@ def format_run(run: BenchRun) -> str:
 def run(args: argparse.Namespace) -> int:
     from app.bench_history import BenchHistory
     from app.terminal import print_json
-    from engines.bench.data import DEFAULT_PROMPT, BenchConfig, csv_text, parse_devices
+    from engines.bench.data import DEFAULT_PROMPT, BenchConfig, parse_devices
+    from engines.bench.export import csv_text
     from engines.bench.runner import run_benchmark
     from engines.errors import StorageError
     from engines.types import CancelToken

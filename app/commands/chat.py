@@ -2,6 +2,9 @@
 
 Interactive: answers stream as they are generated; Ctrl+C stops the answer (not the program);
 /reset, /regen, /system TEXT, /help, /quit (or Ctrl+D).
+
+The bundled model runs in this process. Any other model runs in the chat engine's child process
+(app/commands/chat_remote.py), where its chat template cannot crash or hang this one (app/chat_bounds.py).
 """
 
 from __future__ import annotations
@@ -154,11 +157,14 @@ def run(args: argparse.Namespace) -> int:
     else:
         model = engines.open_chat(folder, choice)  # ours: in this process, at full speed
     try:
-        return _chat(args, model, options)
-    finally:
-        close = getattr(model, "close", None)
-        if callable(close):
-            close()
+        code = _chat(args, model, options)
+    except BaseException:
+        if hasattr(model, "engine"):
+            model.engine.kill()  # interrupted or failed: the child may be stuck in a render, do not wait for it
+        raise
+    if hasattr(model, "close"):
+        model.close()
+    return code
 
 
 def _bounded(folder: Path) -> bool:

@@ -8,8 +8,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engines.bench.data import CHAT, BenchConfig, DeviceResult, LatencyStats, SessionTimes
+from engines.bench.data import CHAT, BenchConfig, DeviceResult, SessionTimes
 from engines.bench.measure import Reporter, ResourceMeter, check_cancel, measured_on
+from engines.bench.stats import LatencyStats
 from engines.errors import CancelledError
 from engines.runtime.devices import DiscoveryReport
 from engines.types import CancelToken, DeviceChoice, DeviceType

@@ -1,4 +1,5 @@
-"""Benchmark settings and results as plain data: statistics, ratios, JSON and CSV.
+"""Benchmark settings and results as plain data, to and from JSON (statistics: `engines.bench.stats`,
+CSV: `engines.bench.export`).
 
 Nothing here imports a runtime (or numpy): the UI, the history store and the CLI read these types
 without loading ONNX Runtime. The measuring itself is in `engines.bench.runner`.
@@ -6,14 +7,12 @@ without loading ONNX Runtime. The measuring itself is in `engines.bench.runner`.
 
 from __future__ import annotations
 
-import csv
-import io
-import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
+from engines.bench.stats import LatencyStats
 from engines.errors import StudioError
 from engines.types import DeviceType, check_thread_count
 
@@ -122,81 +121,6 @@ class BenchProgress:
     @property
     def text(self) -> str:
         return f"{self.stage} {self.detail}".strip()
-
-
-# --------------------------------------------------------------------------------------------
-# Statistics
-# --------------------------------------------------------------------------------------------
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """The q-th percentile (0..100) with linear interpolation between closest ranks (numpy's default)."""
-    if not values:
-        raise ValueError("percentile of no values")
-    if not 0 <= q <= 100:
-        raise ValueError("q must be in [0, 100]")
-    ordered = sorted(values)
-    position = (len(ordered) - 1) * q / 100
-    low = math.floor(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
-
-
-def median(values: Sequence[float]) -> float:
-    return percentile(values, 50)
-
-
-@dataclass(frozen=True)
-class LatencyStats:
-    count: int
-    mean_ms: float
-    p50_ms: float
-    p90_ms: float
-    p99_ms: float
-    min_ms: float
-    max_ms: float
-
-    @classmethod
-    def of(cls, samples_ms: Sequence[float]) -> LatencyStats:
-        if not samples_ms:
-            raise ValueError("no latency samples")
-        return cls(
-            count=len(samples_ms),
-            mean_ms=sum(samples_ms) / len(samples_ms),
-            p50_ms=percentile(samples_ms, 50),
-            p90_ms=percentile(samples_ms, 90),
-            p99_ms=percentile(samples_ms, 99),
-            min_ms=min(samples_ms),
-            max_ms=max(samples_ms),
-        )
-
-
-def throughput(items: int, seconds: float) -> float:
-    """Items per second (0 when nothing was timed)."""
-    return items / seconds if seconds > 0 else 0.0
-
-
-def paired_overhead(engine_ms: Sequence[float], raw_ms: Sequence[float]) -> tuple[float, float]:
-    """(overhead in ms, overhead ratio) from calls made alternately, engine[i] next to raw[i].
-
-    The overhead is the median of the pairwise differences: a slow spell on a shared machine hits
-    both members of a pair alike and cancels out, where a ratio of two separate medians would swing
-    by several percent. The ratio is (raw p50 + overhead) / raw p50: 1.00 means no overhead, 1.05
-    means 5 % slower than raw."""
-    if not engine_ms or len(engine_ms) != len(raw_ms):
-        raise ValueError("paired overhead needs two equally long, non-empty lists")
-    raw_p50 = median(raw_ms)
-    if raw_p50 <= 0:
-        raise ValueError("raw latency must be positive")
-    overhead = median([e - r for e, r in zip(engine_ms, raw_ms, strict=True)])
-    return overhead, (raw_p50 + overhead) / raw_p50
-
-
-def rate_ratio(engine_rate: float, raw_rate: float) -> float:
-    """Engine rate / raw rate (tokens/s): 1.00 means as fast as raw, 0.97 means 3 % slower."""
-    if raw_rate <= 0:
-        raise ValueError("raw rate must be positive")
-    return engine_rate / raw_rate
 
 
 # --------------------------------------------------------------------------------------------
@@ -356,105 +280,3 @@ class BenchRun:
         return [r for r in self.results if r.model == model]
 
 
-# --------------------------------------------------------------------------------------------
-# CSV
-# --------------------------------------------------------------------------------------------
-
-CSV_COLUMNS = (
-    "run_id",
-    "model",
-    "kind",
-    "device",
-    "status",
-    "reason",
-    "ep",
-    "ran_on",
-    "fell_back",
-    "fallback_reason",
-    "session_first_s",
-    "session_cached_s",
-    "compiled_cache",
-    "latency_unit",
-    "p50_ms",
-    "p90_ms",
-    "p99_ms",
-    "mean_ms",
-    "samples",
-    "raw_p50_ms",
-    "overhead_ms",
-    "overhead_ratio",
-    "throughput_unit",
-    "throughput_batch1",
-    "batch",
-    "throughput_batch_n",
-    "cpu_percent",
-    "peak_rss_mb",
-    "time_to_first_token_ms",
-    "prefill_tokens_per_s",
-    "decode_tokens_per_s",
-    "raw_decode_tokens_per_s",
-    "decode_ratio",
-    "notes",
-)
-
-
-def _num(value: float | None, digits: int = 3) -> str:
-    return "" if value is None else f"{value:.{digits}f}"
-
-
-def csv_row(run_id: str, r: DeviceResult) -> dict[str, str]:
-    s, lat, res, chat = r.sessions, r.latency, r.resources, r.chat
-    return {
-        "run_id": run_id,
-        "model": r.model,
-        "kind": r.kind,
-        "device": r.device,
-        "status": r.status,
-        "reason": r.reason,
-        "ep": r.ep,
-        "ran_on": r.ran_on,
-        "fell_back": "yes" if r.fell_back else "no",
-        "fallback_reason": r.fallback_reason,
-        "session_first_s": _num(s.first_s if s else None),
-        "session_cached_s": _num(s.cached_s if s else None),
-        "compiled_cache": f"{s.first_status}/{s.cached_status}" if s and s.first_status else "",
-        "latency_unit": r.latency_unit,
-        "p50_ms": _num(lat.p50_ms if lat else None),
-        "p90_ms": _num(lat.p90_ms if lat else None),
-        "p99_ms": _num(lat.p99_ms if lat else None),
-        "mean_ms": _num(lat.mean_ms if lat else None),
-        "samples": str(lat.count) if lat else "",
-        "raw_p50_ms": _num(r.raw_latency.p50_ms if r.raw_latency else None),
-        "overhead_ms": _num(r.overhead_ms, 4),
-        "overhead_ratio": _num(r.overhead_ratio, 4),
-        "throughput_unit": r.throughput_unit,
-        "throughput_batch1": _num(r.throughput_batch1, 2),
-        "batch": str(r.batch),
-        "throughput_batch_n": _num(r.throughput_batch_n, 2),
-        "cpu_percent": _num(res.cpu_percent if res else None, 1),
-        "peak_rss_mb": _num(res.peak_rss_mb if res else None, 1),
-        "time_to_first_token_ms": _num(chat.time_to_first_token_ms if chat else None, 1),
-        "prefill_tokens_per_s": _num(chat.prefill_tokens_per_s if chat else None, 1),
-        "decode_tokens_per_s": _num(chat.decode_tokens_per_s if chat else None, 2),
-        "raw_decode_tokens_per_s": _num(chat.raw_decode_tokens_per_s if chat else None, 2),
-        "decode_ratio": _num(chat.decode_ratio if chat else None, 4),
-        "notes": " | ".join(r.notes),
-    }
-
-
-def write_csv(runs: Iterable[BenchRun], out: TextIO) -> int:
-    """One row per model x device of every run. Returns the number of rows."""
-    writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    count = 0
-    for run in runs:
-        for result in run.results:
-            writer.writerow(csv_row(run.run_id, result))
-            count += 1
-    return count
-
-
-def csv_text(runs: Iterable[BenchRun]) -> str:
-    buffer = io.StringIO()
-    write_csv(runs, buffer)
-    return buffer.getvalue()

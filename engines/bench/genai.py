@@ -20,7 +20,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engines.bench.data import ChatNumbers, median, rate_ratio
+from engines.bench.data import ChatNumbers
+from engines.bench.stats import median, rate_ratio
 from engines.errors import CancelledError
 from engines.types import CancelToken
 

@@ -38,11 +38,8 @@ from engines.bench.data import (
     BenchConfig,
     BenchRun,
     DeviceResult,
-    LatencyStats,
     Resources,
     SessionTimes,
-    paired_overhead,
-    throughput,
 )
 from engines.bench.measure import (
     BenchProgressCallback,
@@ -52,6 +49,7 @@ from engines.bench.measure import (
     interleave,
     measured_on,
 )
+from engines.bench.stats import LatencyStats, paired_overhead, throughput
 from engines.errors import CancelledError, ModelError
 from engines.runtime.devices import DiscoveryReport, discover
 from engines.runtime.fallback import HEALTH, note_failure

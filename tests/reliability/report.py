@@ -48,7 +48,8 @@ CATEGORIES: dict[str, str] = {
     "Model code": (
         "Models whose graph or chat template never finishes, recurses until the stack overflows or allocates "
         "without end: tried once in a bounded child process (engines/models/trial.py), never in the process "
-        "that asked."
+        "that asked; every later render of a user model's chat template runs in the chat engine's child "
+        "process, bounded in time and memory (app/chat_bounds.py), in the CLI and in the app alike."
     ),
     "Damaged state": (
         "Files NPU Studio reads back (settings, model manifests and configs, benchmark history, the "

@@ -15,7 +15,8 @@ from PySide6.QtGui import QImage
 
 from app.bench_history import BenchHistory
 from app.bench_host import BenchHost, load_bench_view, wire_bench_view
-from engines.bench.data import BenchModel, BenchProgress, BenchRun, DeviceResult, LatencyStats
+from engines.bench.data import BenchModel, BenchProgress, BenchRun, DeviceResult
+from engines.bench.stats import LatencyStats
 from engines.errors import CancelledError, StudioError
 from engines.types import CancelToken
 from tests.unit.tiny_models import colour_classifier

@@ -20,21 +20,11 @@ from app import bench_history
 from app.bench_history import BenchHistory
 from app.cli import run as cli
 from app.commands.bench import ProgressBar
-from engines.bench.data import (
-    CSV_COLUMNS,
-    BenchConfig,
-    BenchProgress,
-    BenchRun,
-    LatencyStats,
-    csv_text,
-    paired_overhead,
-    parse_devices,
-    percentile,
-    rate_ratio,
-    throughput,
-)
+from engines.bench.data import BenchConfig, BenchProgress, BenchRun, parse_devices
+from engines.bench.export import CSV_COLUMNS, csv_text
 from engines.bench.genai import RawGenaiLoop, chat_numbers, lockstep_answer
 from engines.bench.runner import interleave, model_kind, run_benchmark
+from engines.bench.stats import LatencyStats, paired_overhead, percentile, rate_ratio, throughput
 from engines.errors import CancelledError, StudioError
 from engines.types import CancelToken, DeviceType
 from tests.unit.fake_ort import CPU, DML, FakeOrt, directml_laptop

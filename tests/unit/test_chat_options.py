@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from app.chat_process import chat_options
+from app.chat_session import chat_options
 from engines.chat.generation import check_text
 from engines.chat.types import ChatOptions
 from engines.errors import GenerationError

@@ -27,7 +27,8 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from installer import build, resolve, wix  # noqa: E402
+from installer import build, buildenv, resolve, wheel_cache, wix  # noqa: E402
+from installer import payload as staging  # noqa: E402
 from installer.product import UPGRADE_CODE, component_guid, load_product, msi_version, project_version  # noqa: E402
 
 V4 = "{" + wix.V4_NS + "}"
@@ -40,7 +41,7 @@ INSTALL_ROOT = "LocalAppDataFolder/Programs/NPU Studio"
 def _require_tools() -> None:
     missing = [t for t in ("wixl", "msiinfo", "msiextract", "msibuild") if shutil.which(t) is None]
     if missing:
-        pytest.fail(f"{', '.join(missing)} not installed: {build.APT_LINE}")
+        pytest.fail(f"{', '.join(missing)} not installed: {buildenv.APT_LINE}")
 
 
 def msi_table(msi: Path, table: str) -> list[dict[str, str]]:
@@ -128,12 +129,12 @@ def stage_small(payload: Path, models: Path) -> None:
     internal = payload / "_internal"
     (internal / "site-packages" / "demo_pkg").mkdir(parents=True)
     (internal / "site-packages" / "demo_pkg" / "__init__.py").write_text("VALUE = 1\n", encoding="utf-8")
-    build.copy_sources(internal)
-    build.copy_assets(internal / "assets", models)
-    shutil.copy2(build.INSTALLER_DIR / "launcher.py", internal / "launcher.py")
-    build.write_launcher_stub(payload, "x64", "3.12")
-    build.write_payload_info(
-        payload, {"kind": "pystub", "entry": build.ENTRY_STUB, "arch": "x64", "python_version": "3.12"}
+    staging.copy_sources(internal)
+    staging.copy_assets(internal / "assets", models)
+    shutil.copy2(buildenv.INSTALLER_DIR / "launcher.py", internal / "launcher.py")
+    staging.write_launcher_stub(payload, "x64", "3.12")
+    staging.write_payload_info(
+        payload, {"kind": "pystub", "entry": staging.ENTRY_STUB, "arch": "x64", "python_version": "3.12"}
     )
 
 
@@ -154,7 +155,7 @@ def small(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Built]:
     root = tmp_path_factory.mktemp("small")
     payload = root / "stage" / "x64" / "payload"
     stage_small(payload, make_fake_models(root))
-    icon = build.make_icon(root / "npu-studio.ico")
+    icon = staging.make_icon(root / "npu-studio.ico")
     out: dict[str, Built] = {}
     for label, version in (("a", "0.1.0"), ("b", "0.1.0"), ("next", "0.2.0")):
         msi = build.build_msi("x64", payload, root / f"dist-{label}", "wixl", version, icon)
@@ -170,13 +171,13 @@ def real(tmp_path_factory: pytest.TempPathFactory) -> Built:
     payload = root / "x64" / "payload"
     models = make_fake_models(root)
     try:
-        build.stage_wheels("x64", payload, models, "3.12", build.default_cache_dir())
-    except build.BuildError:
+        build.stage_wheels("x64", payload, models, "3.12", buildenv.default_cache_dir())
+    except buildenv.BuildError:
         reachable, why = resolve.registry_reachable()
         if not reachable:
             pytest.skip(f"package index unreachable and the wheels are not cached yet: {why}")
         raise
-    msi = build.build_msi("x64", payload, root / "dist", "wixl", None, build.make_icon(root / "npu-studio.ico"))
+    msi = build.build_msi("x64", payload, root / "dist", "wixl", None, staging.make_icon(root / "npu-studio.ico"))
     return Built(payload, msi, root / "npu-studio.ico")
 
 
@@ -330,7 +331,7 @@ def test_msiextract_gives_the_installed_layout(small: dict[str, Built], tmp_path
 
 
 def test_wixl_refuses_arm64_with_a_clear_message(small: dict[str, Built], tmp_path: Path) -> None:
-    with pytest.raises(build.BuildError, match="arm64 MSI on Windows with WiX v4"):
+    with pytest.raises(buildenv.BuildError, match="arm64 MSI on Windows with WiX v4"):
         build.build_msi("arm64", small["a"].payload, tmp_path, "wixl", None, small["a"].icon)
 
 
@@ -404,7 +405,7 @@ def test_v3_and_v4_share_ids_and_guids(small: dict[str, Built]) -> None:
 def _minimal_payload(root: Path, entry: str = "npu-studio.cmd") -> Path:
     (root / "_internal").mkdir(parents=True)
     (root / "npu-studio.cmd").write_text("@echo off\r\n", encoding="ascii")
-    build.write_payload_info(root, {"kind": "pystub", "entry": entry, "arch": "x64"})
+    staging.write_payload_info(root, {"kind": "pystub", "entry": entry, "arch": "x64"})
     return root
 
 
@@ -427,7 +428,7 @@ def test_payload_problems_are_clear_errors(tmp_path: Path) -> None:
     with pytest.raises(wix.PayloadError, match="MAX_PATH"):
         wix.scan_payload(deep)
     no_entry = _minimal_payload(tmp_path / "noentry", entry="npu-studio.exe")
-    icon = build.make_icon(tmp_path / "i.ico")
+    icon = staging.make_icon(tmp_path / "i.ico")
     with pytest.raises(wix.PayloadError, match="entry point npu-studio.exe is not in the payload"):
         wix.generate_v3(load_product(), no_entry, icon)
 
@@ -452,7 +453,7 @@ def test_unpack_wheel_follows_the_wheel_layout(tmp_path: Path) -> None:
         zf.writestr("demo-1.0.data/data/share/demo.txt", "data")
         zf.writestr("demo-1.0.data/scripts/demo-cli", "#!python\n")
     site, prefix = tmp_path / "site", tmp_path / "prefix"
-    assert build.unpack_wheel(whl, site, prefix) == 4
+    assert wheel_cache.unpack_wheel(whl, site, prefix) == 4
     assert (site / "demo" / "__init__.py").read_text() == "X = 1\n"
     assert (site / "demo_native.pyd").read_bytes() == b"MZ"
     assert (prefix / "share" / "demo.txt").read_text() == "data"
@@ -460,8 +461,8 @@ def test_unpack_wheel_follows_the_wheel_layout(tmp_path: Path) -> None:
     evil = tmp_path / "evil-1.0-py3-none-any.whl"
     with zipfile.ZipFile(evil, "w") as zf:
         zf.writestr("../outside.py", "boom")
-    with pytest.raises(build.BuildError, match="unsafe path"):
-        build.unpack_wheel(evil, site, prefix)
+    with pytest.raises(buildenv.BuildError, match="unsafe path"):
+        wheel_cache.unpack_wheel(evil, site, prefix)
     assert not (tmp_path / "outside.py").exists()
 
 
@@ -472,7 +473,7 @@ def test_launcher_runs_the_app_from_the_payload(tmp_path: Path) -> None:
     launcher = payload / "_internal" / "launcher.py"
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     # built for another Python: a clear one-line refusal
-    build.write_payload_info(
+    staging.write_payload_info(
         payload,
         {"kind": "pystub", "entry": "npu-studio.cmd", "arch": "x64", "python_version": "3.99", "target": "win_amd64"},
     )
@@ -482,7 +483,7 @@ def test_launcher_runs_the_app_from_the_payload(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert "built for Python 3.99" in proc.stderr and "Traceback" not in proc.stderr
     # built for this Python: the payload's own packages come first
-    build.write_payload_info(
+    staging.write_payload_info(
         payload,
         {"kind": "pystub", "entry": "npu-studio.cmd", "arch": "x64", "python_version": running, "target": "win_amd64"},
     )
@@ -506,13 +507,13 @@ def test_launcher_runs_the_app_from_the_payload(tmp_path: Path) -> None:
 
 def test_offline_restage_uses_only_the_cache(real: Built, tmp_path: Path) -> None:
     again = tmp_path / "payload"
-    info = build.stage_wheels("x64", again, tmp_path / "no-models", "3.12", build.default_cache_dir(), offline=True)
+    info = build.stage_wheels("x64", again, tmp_path / "no-models", "3.12", buildenv.default_cache_dir(), offline=True)
     assert info["models"] == []
     site = "_internal/site-packages/"
     assert {p for p in payload_files(again) if p.startswith(site)} == {
         p for p in payload_files(real.payload) if p.startswith(site)
     }
-    with pytest.raises(build.BuildError, match="--offline"):
+    with pytest.raises(buildenv.BuildError, match="--offline"):
         build.stage_wheels("x64", tmp_path / "p2", tmp_path, "3.12", tmp_path / "empty-cache", offline=True)
 
 
@@ -524,8 +525,8 @@ def real_arm64(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("real-arm64")
     payload = root / "arm64" / "payload"
     try:
-        build.stage_wheels("arm64", payload, make_fake_models(root), "3.12", build.default_cache_dir())
-    except build.BuildError:
+        build.stage_wheels("arm64", payload, make_fake_models(root), "3.12", buildenv.default_cache_dir())
+    except buildenv.BuildError:
         reachable, why = resolve.registry_reachable()
         if not reachable:
             pytest.skip(f"package index unreachable and the wheels are not cached yet: {why}")
@@ -551,7 +552,7 @@ def test_real_arm64_payload_has_the_qnn_runtime_set(real_arm64: Path) -> None:
 
 def test_real_arm64_wix_v4_source_lists_every_file(real_arm64: Path, tmp_path: Path) -> None:
     product = load_product()
-    icon = build.make_icon(tmp_path / "i.ico")
+    icon = staging.make_icon(tmp_path / "i.ico")
     out = build.write_wxs(product, real_arm64, icon, "arm64", "v4", tmp_path / "npu-studio.v4.wxs")
     root = ET.parse(out).getroot()
     sources = {Path(f.get("Source", "")) for f in root.iter(V4 + "File")}

@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from installer import build, resolve, wheels  # noqa: E402
+from installer import build, buildenv, resolve, wheel_cache, wheels  # noqa: E402
 
 ARCHES = ("arm64", "x64")
 
@@ -28,8 +28,8 @@ def downloaded() -> dict[str, tuple[resolve.Resolution, list[Path]]]:
     out = {}
     for arch in ARCHES:
         try:
-            out[arch] = build.resolve_and_download(arch, "3.12", build.default_cache_dir())
-        except build.BuildError:
+            out[arch] = wheel_cache.resolve_and_download(arch, "3.12", buildenv.default_cache_dir())
+        except buildenv.BuildError:
             reachable, why = resolve.registry_reachable()
             if not reachable:
                 pytest.skip(f"package index unreachable and the {arch} wheels are not cached yet: {why}")
@@ -70,7 +70,7 @@ def test_the_plugin_eps_and_the_catalog_are_in_the_right_payload(downloaded: dic
 
 def test_installing_onnxruntime_qnn_with_its_dependencies_would_clash(downloaded: dict, tmp_path: Path) -> None:
     """Why it is a no-deps install: its declared `onnxruntime` writes the same files as the Windows ML build."""
-    cache = build.default_cache_dir() / "wheels"
+    cache = buildenv.default_cache_dir() / "wheels"
     plain = sorted(cache.glob("onnxruntime-1.*-cp312-cp312-win_arm64.whl"))
     if not plain:
         build_dir = tmp_path / "dl"
@@ -89,8 +89,8 @@ def test_installing_onnxruntime_qnn_with_its_dependencies_would_clash(downloaded
     assert wheels.writers_of(records, "onnxruntime") == ["onnxruntime", "onnxruntime-windowsml"]
     shared = wheels.collisions(records)
     assert "onnxruntime/capi/onnxruntime.dll" in shared and "onnxruntime/__init__.py" in shared
-    with pytest.raises(build.BuildError, match="exactly one wheel must write onnxruntime/, got 2"):
-        build.check_one_writer_per_file([*downloaded["arm64"][1], plain[-1]])
+    with pytest.raises(buildenv.BuildError, match="exactly one wheel must write onnxruntime/, got 2"):
+        wheel_cache.check_one_writer_per_file([*downloaded["arm64"][1], plain[-1]])
 
 
 def test_onnxruntime_qnn_imports_none_of_the_dependencies_it_is_installed_without(downloaded: dict) -> None:
