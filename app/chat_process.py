@@ -8,7 +8,10 @@ a native crash in a device driver ends the child, not the app.
 `ChatSession` (app/chat_session.py) is the engine work itself (model, conversations, history, options, stats), used
 directly in-process (tests with fake engines) and inside the child. `ChatProcess` is the parent's end:
 it starts the child (spawn), sends one request at a time over a pipe and hands the events back; a
-cancel token set in the parent reaches the child through a shared event.
+cancel token set in the parent reaches the child through a shared event. The child reports the start and
+end of each chat template render; the parent stops a render that runs past its bound, and the child
+bounds its own memory for a model that is not ours (app/chat_bounds.py). The CLI uses it too, for such
+models.
 """
 
 from __future__ import annotations
@@ -82,6 +85,7 @@ def serve(conn: Any, cancel_event: Any) -> None:
     root.handlers[:] = [_PipeLogHandler(conn)]
     root.setLevel(logging.INFO)
     from app import chat_bounds, model_trials
+    from app.memory import release_free_memory
     from engines.chat.generation import observe_renders
     from engines.models import trial
 
@@ -105,7 +109,9 @@ def serve(conn: Any, cancel_event: Any) -> None:
                 chat_bounds.lift_memory_limit()
                 if not trial.is_trusted(folder):
                     chat_bounds.limit_memory(Path(folder))
-                conn.send(("loaded", session.load(folder, choice, lambda t: conn.send(("status", t)))))
+                info = session.load(folder, choice, lambda t: conn.send(("status", t)))
+                release_free_memory()  # the load's temporary buffers, not kept while the child idles
+                conn.send(("loaded", info))
             elif op == "generate":
                 _, kind, conversation_id, text, history, system_prompt, overrides = request
                 stats = session.generate(

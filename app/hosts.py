@@ -21,6 +21,7 @@ from PySide6.QtCore import QObject, Signal
 from app.chat_host import ChatHost
 from app.chat_session import loading_text
 from app.jobs import SHUTDOWN_TIMEOUT_MS, Host, Job, JobContext, Worker, as_studio_error
+from app.memory import release_free_memory
 from app.qtcompat import emit
 from engines.errors import CancelledError
 from engines.types import Classification, DeviceChoice
@@ -180,6 +181,7 @@ class VisionHost(Host):
 
         def open_classifier(context: JobContext) -> None:
             self._classifier(context, where, choice)
+            release_free_memory()  # the load's temporary buffers, not kept while the app idles
 
         return self.submit("classifier load", open_classifier)
 

@@ -4,6 +4,7 @@ fenced code drawn by ui.code_blocks (a wrapping, highlighted box with "Copy").
 While an answer streams only its frame is rebuilt (the rest of the document is left alone), so an
 update costs the length of that answer, not of the conversation. A theme switch re-renders the whole
 document in the new colours; a long message of the user's is shown collapsed, with "Show all".
+How one message is drawn (frame, Markdown, code, footer, starters) is ui.transcript_render.
 """
 
 from __future__ import annotations
@@ -14,52 +15,43 @@ from PySide6.QtCore import QCoreApplication, QEvent, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import (
     QColor,
     QFont,
-    QFontDatabase,
     QShowEvent,
     QTextBlock,
     QTextBlockFormat,
     QTextCharFormat,
     QTextCursor,
-    QTextDocument,
-    QTextFormat,
     QTextFragment,
     QTextFrame,
-    QTextFrameFormat,
     QTextOption,
 )
 from PySide6.QtWidgets import QApplication, QTextBrowser, QWidget
 
 from app.qtcompat import emit
 from engines.text import printable
-from ui.code_blocks import code_blocks, insert_code, split_markdown, warm_up
+from ui.code_blocks import code_blocks, split_markdown, warm_up
 from ui.theme import colors
+from ui.transcript_render import (
+    ACTION_SCHEME,
+    CHIP_GLYPHS,
+    MARKDOWN,
+    Entry,
+    collapsed,
+    footer_parts,
+    frame_format,
+    insert_rich,
+    insert_starters,
+    link_format,
+    muted_format,
+)
 
-ACTION_SCHEME = "npu-action"
-# A model's answer is Markdown, never HTML: raw HTML in it (an <img src="file:..."> that the browser
-# would load, a <span> that hides text) is shown as text.
-MARKDOWN = QTextDocument.MarkdownFeature.MarkdownDialectGitHub | QTextDocument.MarkdownFeature.MarkdownNoHTML
-COLLAPSE_LINES = 14  # a user's message longer than this is shown collapsed ("Show all")
-COLLAPSE_CHARS = 1500
+# Entry and collapsed are defined in ui.transcript_render and importable from here too.
+__all__ = ["ACTION_SCHEME", "Entry", "Transcript", "collapsed", "committable"]
+
 FEEDBACK_MS = 1500  # how long "Copied" replaces "Copy"
-CHIP_GLYPHS = {"ok": "\u2713", "warn": "\u26a0", "info": "\u24d8", "error": "\u2715"}  # not colour alone
 
 
 def tr(text: str) -> str:
     return QCoreApplication.translate("Transcript", text)
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One message as shown."""
-
-    key: int  # message id in the store
-    role: str  # user | assistant
-    text: str
-    meta: str = ""  # after the speaker's name: model and device
-    footer: str = ""  # under an answer: stats
-    state: str = ""  # "" | streaming | stopped | error
-    actions: tuple[str, ...] = ("copy",)
-    chip: tuple[str, str, str] = ("", "", "")  # where the answer ran: (kind, one line, full reason)
 
 
 @dataclass
@@ -79,14 +71,6 @@ def committable(text: str) -> int:
             return end + 2
         end = text.rfind("\n\n", 0, end)
     return 0
-
-
-def collapsed(text: str) -> str | None:
-    """The shortened text of a long message, or None when it is short enough to show whole."""
-    lines = text.split("\n")
-    if len(lines) <= COLLAPSE_LINES and len(text) <= COLLAPSE_CHARS:
-        return None
-    return "\n".join(lines[: COLLAPSE_LINES // 2])[: COLLAPSE_CHARS // 3].rstrip() + " …"
 
 
 class Transcript(QTextBrowser):
@@ -129,7 +113,7 @@ class Transcript(QTextBrowser):
         self._frames = []
         self._dark = colors().dark
         if not entries and self.starters:
-            self._insert_starters()
+            insert_starters(QTextCursor(self.document()), self.starters, self.font().pointSizeF())
         for entry in entries:
             self.append_entry(entry, scroll=False)
         self._scroll_to_end()
@@ -153,7 +137,7 @@ class Transcript(QTextBrowser):
             self.document().clear()  # the starter prompts make way for the first message
         cursor = QTextCursor(self.document())
         cursor.movePosition(QTextCursor.MoveOperation.End)
-        frame = cursor.insertFrame(self._frame_format(entry))
+        frame = cursor.insertFrame(frame_format(entry))
         self._fill(frame, entry)
         self.entries.append(entry)
         self._frames.append(frame)
@@ -174,7 +158,7 @@ class Transcript(QTextBrowser):
         cursor.removeSelectedText()
         cursor = QTextCursor(self.document())
         cursor.setPosition(start)
-        new_frame = cursor.insertFrame(self._frame_format(entry))
+        new_frame = cursor.insertFrame(frame_format(entry))
         self._fill(new_frame, entry)
         self._frames[-1] = new_frame
         self.entries[-1] = entry
@@ -201,7 +185,7 @@ class Transcript(QTextBrowser):
         cursor = self._clear_tail(frame, stream.tail)
         boundary = committable(entry.text)
         if boundary > stream.committed:
-            cursor, codes = self._insert_rich(cursor, entry.text[stream.committed : boundary], entry.key, stream.codes)
+            cursor, codes = insert_rich(cursor, entry.text[stream.committed : boundary], entry.key, stream.codes)
             cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
             stream.tail, stream.committed, stream.codes = cursor.position(), boundary, stream.codes + codes
         self._insert_tail(cursor, entry.text[stream.committed :], entry.key, stream.codes)
@@ -224,7 +208,7 @@ class Transcript(QTextBrowser):
 
     def _insert_tail(self, cursor: QTextCursor, text: str, key: int, first_code: int) -> None:
         if text:
-            self._insert_rich(cursor, text, key, first_code)
+            insert_rich(cursor, text, key, first_code)
         else:
             muted = QTextCharFormat()
             muted.setForeground(QColor(colors().muted))
@@ -252,26 +236,6 @@ class Transcript(QTextBrowser):
                     labels[href] = labels.get(href, "") + fragment.text()
             block = block.next()
         return labels
-
-    # --- rendering ------------------------------------------------------------------------------
-    def _frame_format(self, entry: Entry) -> QTextFrameFormat:
-        c = colors()
-        fmt = QTextFrameFormat()
-        fmt.setPadding(12)
-        fmt.setTopMargin(6)
-        fmt.setBottomMargin(6)
-        if entry.role == "user":
-            fmt.setBackground(QColor(c.user_bubble))
-            fmt.setLeftMargin(90)
-            fmt.setRightMargin(0)
-        else:
-            fmt.setBackground(QColor(c.surface))
-            fmt.setBorder(1)
-            fmt.setBorderBrush(QColor(c.border))
-            fmt.setBorderStyle(QTextFrameFormat.BorderStyle.BorderStyle_Solid)
-            fmt.setLeftMargin(0)
-            fmt.setRightMargin(60)
-        return fmt
 
     def _fill(self, frame: QTextFrame, entry: Entry) -> None:
         self.render_count += 1
@@ -317,121 +281,21 @@ class Transcript(QTextBrowser):
                     if short is not None
                     else tr("Show less")
                 )
-                cursor.insertText(label, self._link_format(f"{ACTION_SCHEME}:expand/{entry.key}"))
+                cursor.insertText(label, link_format(f"{ACTION_SCHEME}:expand/{entry.key}"))
         elif text:
-            self._insert_rich(cursor, text, entry.key, 0)
+            insert_rich(cursor, text, entry.key, 0)
         else:
             cursor.insertMarkdown(tr("*(no answer)*"), MARKDOWN)
         # Under the message: what happened (state, stats) on one line, what to do (links) on the next.
-        for parts in self._footer_parts(entry):
+        for parts in footer_parts(entry):
             cursor = frame.lastCursorPosition()
             block = QTextBlockFormat()
             block.setTopMargin(6)
             cursor.insertBlock(block, QTextCharFormat())
             for i, (part, fmt) in enumerate(parts):
                 if i:
-                    cursor.insertText("  ·  ", self._muted_format())
+                    cursor.insertText("  ·  ", muted_format())
                 cursor.insertText(part, fmt)
-
-    def _insert_rich(self, cursor: QTextCursor, text: str, key: int, first_code: int) -> tuple[QTextCursor, int]:
-        """Markdown prose through Qt's reader, fenced code through ui.code_blocks. Returns a cursor at
-        the end and the number of code blocks drawn."""
-        c = colors()
-        count = 0
-        fresh = True  # the cursor is at the start of an empty block
-        for segment in split_markdown(text):
-            if segment.kind == "markdown":
-                if not segment.text.strip():
-                    continue
-                if not fresh:
-                    cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
-                start = cursor.position()
-                cursor.insertMarkdown(printable(segment.text.strip("\n")), MARKDOWN)
-                self._shade_code(start, cursor.position())
-                fresh = False
-            else:
-                # A frame inserted at the end of a block starts right under it (no empty line between).
-                cursor = insert_code(cursor, segment, key, first_code + count, c, ACTION_SCHEME)
-                count += 1
-                fresh = True
-        return cursor, count
-
-    def _shade_code(self, start: int, end: int) -> None:
-        """Indented code blocks (not fenced): a background, a monospace font, and wrapping lines."""
-        c = colors()
-        fixed = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
-        block = self.document().findBlock(start)
-        while block.isValid() and block.position() <= end:
-            fmt = block.blockFormat()
-            if fmt.hasProperty(QTextFormat.Property.BlockCodeFence) or fmt.nonBreakableLines():
-                fmt.setBackground(QColor(c.code_bg))
-                fmt.setNonBreakableLines(False)
-                fmt.setLeftMargin(4)
-                fmt.setRightMargin(4)
-                cursor = QTextCursor(block)
-                cursor.setBlockFormat(fmt)
-                cursor.movePosition(QTextCursor.MoveOperation.EndOfBlock, QTextCursor.MoveMode.KeepAnchor)
-                char = QTextCharFormat()
-                char.setFontFamilies([fixed.family()])
-                cursor.mergeCharFormat(char)
-            block = block.next()
-
-    def _muted_format(self) -> QTextCharFormat:
-        fmt = QTextCharFormat()
-        fmt.setForeground(QColor(colors().muted))
-        return fmt
-
-    def _link_format(self, href: str) -> QTextCharFormat:
-        fmt = QTextCharFormat()
-        fmt.setAnchor(True)
-        fmt.setAnchorHref(href)
-        fmt.setForeground(QColor(colors().accent))
-        return fmt
-
-    def _footer_parts(self, entry: Entry) -> list[list[tuple[str, QTextCharFormat]]]:
-        c = colors()
-        parts: list[tuple[str, QTextCharFormat]] = []
-        links: list[tuple[str, QTextCharFormat]] = []
-        if entry.state in ("stopped", "error"):
-            strong = QTextCharFormat()
-            strong.setForeground(QColor(c.warn if entry.state == "stopped" else c.error))
-            strong.setFontWeight(QFont.Weight.DemiBold)
-            parts.append((tr("Stopped") if entry.state == "stopped" else tr("Failed"), strong))
-        if entry.footer:
-            parts.append((printable(entry.footer), self._muted_format()))
-        if entry.state != "streaming":
-            labels = {
-                "copy": tr("Copy"),
-                "edit": tr("Edit"),
-                "regenerate": tr("Regenerate"),
-                "continue": tr("Continue"),
-            }
-            tips = {"regenerate": tr("Write this answer again (Ctrl+R)"), "continue": tr("Write more of this answer")}
-            for action in entry.actions:
-                link = self._link_format(f"{ACTION_SCHEME}:{action}/{entry.key}")
-                if action in tips:
-                    link.setToolTip(tips[action])
-                links.append((labels[action], link))
-        return [line for line in (parts, links) if line]
-
-    def _insert_starters(self) -> None:
-        c = colors()
-        cursor = QTextCursor(self.document())
-        title = QTextCharFormat()
-        title.setFontWeight(QFont.Weight.DemiBold)
-        title.setFontPointSize(self.font().pointSizeF() * 1.25)
-        title.setForeground(QColor(c.text))
-        cursor.insertText(tr("Start a conversation"), title)
-        block = QTextBlockFormat()
-        block.setTopMargin(4)
-        cursor.insertBlock(block, QTextCharFormat())
-        cursor.insertText(tr("Type below, or pick one of these:"), self._muted_format())
-        for i, prompt in enumerate(self.starters):
-            item = QTextBlockFormat()
-            item.setTopMargin(10)
-            cursor.insertBlock(item, QTextCharFormat())
-            cursor.insertText("\u2192  ", self._muted_format())
-            cursor.insertText(prompt, self._link_format(f"{ACTION_SCHEME}:starter/{i}"))
 
     # --- behaviour ------------------------------------------------------------------------------
     def showEvent(self, event: QShowEvent) -> None:

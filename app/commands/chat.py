@@ -2,6 +2,9 @@
 
 Interactive: answers stream as they are generated; Ctrl+C stops the answer (not the program);
 /reset, /regen, /system TEXT, /help, /quit (or Ctrl+D).
+
+The bundled model runs in this process. Any other model runs in the chat engine's child process
+(app/commands/chat_remote.py), where its chat template cannot crash or hang this one (app/chat_bounds.py).
 """
 
 from __future__ import annotations

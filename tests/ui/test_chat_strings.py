@@ -20,6 +20,7 @@ CHAT_FILES = [
     "ui/chat_text.py",
     "ui/chat_banners.py",
     "ui/transcript.py",
+    "ui/transcript_render.py",
     "ui/code_blocks.py",
     "ui/conversation_list.py",
     "ui/generation_panel.py",
