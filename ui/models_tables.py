@@ -6,24 +6,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTableWidgetItem
 
 from engines.models.library import format_bytes
+from ui.widgets import table_item
 
 LIBRARY_COLUMNS = ("Name", "Kind", "Origin", "Size", "SHA-256", "Precision", "Devices", "Licence", "Fit", "Status")
 CATALOG_COLUMNS = ("Model", "Devices", "Precision", "Size", "Context", "Licence", "Status")
 _FIT_TEXT = {"fits": "Fits", "may be slow": "May be slow", "won't fit": "Won't fit"}
 
 
-def _item(text: str, tooltip: str = "", data: Any = None) -> QTableWidgetItem:
-    item = QTableWidgetItem(text)
-    item.setFlags(Qt.ItemFlag.ItemIsSelectable | Qt.ItemFlag.ItemIsEnabled)
-    if tooltip:
-        item.setToolTip(tooltip)
-    if data is not None:
-        item.setData(Qt.ItemDataRole.UserRole, data)
-    return item
 
 
 def read_only_table(columns: Sequence[str]) -> QTableWidget:
@@ -47,16 +39,16 @@ def library_cells(entry: Any, fit: Any) -> list[QTableWidgetItem]:
     """One library entry's row; `fit` is how it fits this machine (None: not judged)."""
     status = "OK" if entry.usable else "Problem"
     return [
-        _item(entry.name, entry.display_name, data=entry.name),
-        _item(entry.kind),
-        _item("Bundled (read-only)" if entry.bundled else "Yours"),
-        _item(format_bytes(entry.size_bytes)),
-        _item(entry.short_sha or "—", entry.sha256),
-        _item(entry.precision or "—"),
-        _item(", ".join(d.upper() for d in entry.devices) or "—"),
-        _item(entry.licence or "unknown"),
-        _item(_FIT_TEXT.get(fit.verdict, fit.verdict) if fit else "—", fit.message() if fit else ""),
-        _item(status, entry.problem),
+        table_item(entry.name, entry.display_name, data=entry.name),
+        table_item(entry.kind),
+        table_item("Bundled (read-only)" if entry.bundled else "Yours"),
+        table_item(format_bytes(entry.size_bytes)),
+        table_item(entry.short_sha or "—", entry.sha256),
+        table_item(entry.precision or "—"),
+        table_item(", ".join(d.upper() for d in entry.devices) or "—"),
+        table_item(entry.licence or "unknown"),
+        table_item(_FIT_TEXT.get(fit.verdict, fit.verdict) if fit else "—", fit.message() if fit else ""),
+        table_item(status, entry.problem),
     ]
 
 
@@ -66,11 +58,11 @@ def catalog_cells(entry: Any, installed: set[str], partial: int) -> list[QTableW
         "Installed" if entry.id in installed else (f"Partial ({format_bytes(partial)}), resumes" if partial else "—")
     )
     return [
-        _item(entry.display_name, f"{entry.repo_id} / {entry.subfolder or '(root)'}", data=entry.id),
-        _item(", ".join(d.upper() for d in entry.devices)),
-        _item(entry.precision),
-        _item(f"~{format_bytes(entry.size_bytes)}" if entry.size_bytes else "?"),
-        _item(f"{entry.context_length:,}" if entry.context_length else "?"),
-        _item(entry.licence or "?"),
-        _item(status),
+        table_item(entry.display_name, f"{entry.repo_id} / {entry.subfolder or '(root)'}", data=entry.id),
+        table_item(", ".join(d.upper() for d in entry.devices)),
+        table_item(entry.precision),
+        table_item(f"~{format_bytes(entry.size_bytes)}" if entry.size_bytes else "?"),
+        table_item(f"{entry.context_length:,}" if entry.context_length else "?"),
+        table_item(entry.licence or "?"),
+        table_item(status),
     ]

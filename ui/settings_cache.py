@@ -20,7 +20,6 @@ from PySide6.QtWidgets import (
     QPushButton,
     QStackedWidget,
     QTableWidget,
-    QTableWidgetItem,
     QToolButton,
     QVBoxLayout,
 )
@@ -30,7 +29,7 @@ from engines.models.library import format_bytes
 from engines.types import short_ep_name
 from ui.icons import icon
 from ui.settings_parts import PathLabel, section_title
-from ui.widgets import BannerArea, Card, Spinner, muted_label
+from ui.widgets import BannerArea, Card, Spinner, muted_label, table_item
 
 
 def tr(text: str) -> str:
@@ -41,16 +40,6 @@ CACHE_COLUMNS = ("Model", "EP", "Versions", "Size", "Created")
 EMPTY_CACHE = "No compiled models yet — the NPU compiles a model on its first load; CPU and GPU need none."
 
 
-def _cache_item(text: str, tooltip: str = "", data: Any = None, right: bool = False) -> QTableWidgetItem:
-    item = QTableWidgetItem(text)
-    item.setFlags(Qt.ItemFlag.ItemIsSelectable | Qt.ItemFlag.ItemIsEnabled)
-    if tooltip:
-        item.setToolTip(tooltip)
-    if data is not None:
-        item.setData(Qt.ItemDataRole.UserRole, data)
-    if right:
-        item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-    return item
 
 
 def versions_text(entry: Any) -> str:
@@ -149,11 +138,11 @@ class CompiledModelsSection:
                 if entry.options:
                     details.append("Options: " + ", ".join(f"{k}={v}" for k, v in sorted(entry.options.items())))
                 cells = [
-                    _cache_item(entry.model_name or entry.digest, "\n".join(details), data=entry.digest),
-                    _cache_item(short_ep_name(entry.ep), entry.ep),
-                    _cache_item(versions_text(entry), versions_text(entry)),
-                    _cache_item(format_bytes(entry.size_bytes), f"{entry.size_bytes:,} bytes", right=True),
-                    _cache_item(created),
+                    table_item(entry.model_name or entry.digest, "\n".join(details), data=entry.digest),
+                    table_item(short_ep_name(entry.ep), entry.ep),
+                    table_item(versions_text(entry), versions_text(entry)),
+                    table_item(format_bytes(entry.size_bytes), f"{entry.size_bytes:,} bytes", right=True),
+                    table_item(created),
                 ]
                 for column, cell in enumerate(cells):
                     table.setItem(row, column, cell)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import Any
 
 from PySide6.QtCore import QCoreApplication, QEvent, QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPen
@@ -13,6 +14,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QPushButton,
     QSizePolicy,
+    QTableWidgetItem,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -306,3 +308,16 @@ class EmptyState(QWidget):
             row.addStretch(1)
             layout.addLayout(row)
         layout.addStretch(2)
+
+
+def table_item(text: str, tooltip: str = "", data: Any = None, right: bool = False) -> QTableWidgetItem:
+    """A read-only table cell: its text, an optional tooltip, data under UserRole, right-aligned numbers."""
+    item = QTableWidgetItem(text)
+    item.setFlags(Qt.ItemFlag.ItemIsSelectable | Qt.ItemFlag.ItemIsEnabled)
+    if tooltip:
+        item.setToolTip(tooltip)
+    if data is not None:
+        item.setData(Qt.ItemDataRole.UserRole, data)
+    if right:
+        item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+    return item
