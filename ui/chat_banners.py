@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ui.chat_state import BannerSpec
+from ui.device_state import StateBanner
 from ui.widgets import Banner, BannerArea
 
 Key = tuple[str, str]  # (message, hint)
@@ -23,7 +23,7 @@ class ChatBanners:
         self._notices: list[tuple[str, Banner]] = []
 
     # --- state banners ------------------------------------------------------------------------
-    def sync(self, specs: Sequence[BannerSpec]) -> None:
+    def sync(self, specs: Sequence[StateBanner]) -> None:
         """Show exactly these state banners (keeping the ones already up, and their actions)."""
         wanted = {(s.message, s.hint): s for s in specs}
         for key, banner in list(self._shown.items()):

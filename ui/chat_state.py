@@ -16,6 +16,7 @@ from typing import Any
 from PySide6.QtCore import QCoreApplication
 
 from engines.types import DeviceChoice, Placement, short_ep_name
+from ui.device_state import StateBanner
 from ui.widgets import error_text
 
 
@@ -23,11 +24,6 @@ def tr(text: str) -> str:
     return QCoreApplication.translate("ChatView", text)
 
 
-@dataclass(frozen=True)
-class BannerSpec:
-    message: str
-    hint: str
-    severity: str  # error | warning | info
 
 
 @dataclass
@@ -46,12 +42,12 @@ class ChatState:
     chip_kind: str  # ok | warn | info | error | neutral (when there is no placement to show)
     chip_text: str
     chip_details: str
-    banners: tuple[BannerSpec, ...]
+    banners: tuple[StateBanner, ...]
     placement: Placement | None = None  # the loaded model's real placement: the chip shows it
 
 
 def derive(inputs: ChatInputs) -> ChatState:
-    banners: list[BannerSpec] = []
+    banners: list[StateBanner] = []
     choice = inputs.choice
     shown: Placement | None = None
     if inputs.loading:
@@ -59,7 +55,7 @@ def derive(inputs: ChatInputs) -> ChatState:
     elif inputs.model_error is not None:
         message, hint = error_text(inputs.model_error)
         kind, text, details = "error", tr("Chat model not loaded"), message
-        banners.append(BannerSpec(message, hint, "error"))
+        banners.append(StateBanner(message, hint, "error"))
     elif inputs.info:
         kind, text, details = _placement_chip(inputs.info, choice)
         placement = inputs.info.get("placement")
@@ -67,7 +63,7 @@ def derive(inputs: ChatInputs) -> ChatState:
         if isinstance(placement, Placement) and placement.fell_back:
             where = short_ep_name(str(inputs.info.get("ep", ""))) or tr("another device")
             banners.append(
-                BannerSpec(
+                StateBanner(
                     tr("The chat model runs on {where}: {reason}").format(where=where, reason=placement.reason),
                     tr("Pick another device to try again."),
                     "warning",
@@ -76,7 +72,7 @@ def derive(inputs: ChatInputs) -> ChatState:
         notice = str(inputs.info.get("memory_notice") or "")
         if notice:
             banners.append(
-                BannerSpec(
+                StateBanner(
                     tr("Memory: {notice}").format(notice=notice),
                     tr("Close other apps, or use a shorter context."),
                     "warning",
@@ -86,7 +82,7 @@ def derive(inputs: ChatInputs) -> ChatState:
         kind, text, details = "neutral", tr("Chat model not loaded"), ""
     if inputs.answer_error is not None:
         message, hint = error_text(inputs.answer_error)
-        banners.append(BannerSpec(message, hint, "error"))
+        banners.append(StateBanner(message, hint, "error"))
     return ChatState(kind, text, details, tuple(banners), shown)
 
 

@@ -41,7 +41,7 @@ SHOWN = {
     "QCheckBox",
     "ViewHeader",
     "muted_label",
-    "BannerSpec",
+    "StateBanner",
 }
 SEVERITIES = {"error", "warning", "info"}  # banner kinds, not words
 
