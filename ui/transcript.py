@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from PySide6.QtCore import QCoreApplication, QEvent, Qt, QTimer, QUrl, Signal
+from PySide6.QtCore import QCoreApplication, QEvent, QPoint, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import (
     QColor,
+    QCursor,
     QFont,
     QShowEvent,
     QTextBlock,
@@ -29,6 +30,7 @@ from PySide6.QtWidgets import QApplication, QTextBrowser, QWidget
 from app.qtcompat import emit
 from engines.text import printable
 from ui.code_blocks import code_blocks, split_markdown, warm_up
+from ui.placement_chip import WhyPopover
 from ui.theme import colors
 from ui.transcript_render import (
     ACTION_SCHEME,
@@ -96,6 +98,7 @@ class Transcript(QTextBrowser):
         self._frames: list[QTextFrame] = []
         self._stream: _Stream | None = None  # the last frame, while it streams
         self.render_count = 0  # renders (tests, benchmarks)
+        self.popover: WhyPopover | None = None  # an answer's "Why?", while open
         self._feedback: list[tuple[str, str]] = []  # (href, label) to put back when the timer ends
         self._feedback_timer = QTimer(self)
         self._feedback_timer.setSingleShot(True)
@@ -255,6 +258,11 @@ class Transcript(QTextBrowser):
             chip.setForeground(QColor({"ok": c.ok, "warn": c.warn, "error": c.error}.get(kind, c.muted)))
             chip.setToolTip(details or line)
             cursor.insertText(f"  ·  {CHIP_GLYPHS.get(kind, '')} {line}", chip)
+            if details and entry.state != "streaming":
+                why = link_format(f"{ACTION_SCHEME}:why/{entry.key}")
+                why.setToolTip(tr("Where this answer ran, and why"))
+                cursor.insertText("  ", QTextCharFormat())
+                cursor.insertText(tr("Why?"), why)
         cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
         text = entry.text
         self._stream = None
@@ -320,6 +328,8 @@ class Transcript(QTextBrowser):
         elif action == "expand":
             self.expanded ^= {key}
             self.rerender()
+        elif action == "why":
+            self.show_why(key)
         elif action == "starter":
             if 0 <= key < len(self.starters):
                 emit(self.starter_chosen, self.starters[key])
@@ -327,6 +337,18 @@ class Transcript(QTextBrowser):
             if action == "copy":
                 self.flash(url.toString(), tr("Copied"))
             emit(self.action_triggered, action, key)
+
+    def show_why(self, key: int) -> None:
+        """The placement chip's "Why?" popover, for one answer: the whole reason, where the mouse is."""
+        entry = next((e for e in reversed(self.entries) if e.key == key), None)
+        if entry is None or not entry.chip[2]:
+            return
+        if self.popover is not None:
+            self.popover.close()
+        self.popover = WhyPopover(entry.chip[2], self)
+        self.popover.adjustSize()
+        self.popover.move(QCursor.pos() + QPoint(0, 12))
+        self.popover.show()
 
     def _copy_code(self, key: int, index: int, href: str) -> None:
         entry = next((e for e in reversed(self.entries) if e.key == key), None)

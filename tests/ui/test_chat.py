@@ -11,11 +11,13 @@ from PySide6.QtWidgets import QApplication
 
 from app.qtcompat import emit
 from engines.errors import ContextOverflowError, PlacementError
+from engines.text import rich_text
 from engines.types import CPU_EP, Placement
 from tests.ui.fakes import FakeChatModel, loader_for
 from ui.chat_text import stats_line
 from ui.code_blocks import CODE_PROPERTY
 from ui.theme import DARK, LIGHT, apply_theme
+from ui.transcript import ACTION_SCHEME
 
 TIMEOUT = 60_000
 CODE = "def fib(n: int) -> int:\n    return n if n < 2 else fib(n - 1) + fib(n - 2)  # " + "long " * 80
@@ -297,6 +299,22 @@ def test_each_answer_says_where_it_ran(make_studio: Any, qtbot: Any) -> None:
     qtbot.waitUntil(lambda: not view.generating, timeout=TIMEOUT)
     assert "Assistant  ·  fake-model  ·  ✓ CPU" in view.transcript.plain_text()
     assert view.model_badge.text() == "CPU" and view.model_badge.kind == "ok"
+
+
+def test_each_answer_has_the_chips_why_with_the_whole_reason(make_studio: Any, qtbot: Any) -> None:
+    studio = ready(make_studio, qtbot)
+    view = studio.chat_view
+    assert view.send_text("Hi")
+    qtbot.waitUntil(lambda: not view.generating, timeout=TIMEOUT)
+    answer = view.transcript.last()
+    assert answer is not None and answer.chip[2], "the answer carries the placement's full reason"
+    whys = [href for href, label in view.transcript.link_labels().items() if label == "Why?"]
+    assert whys == [f"{ACTION_SCHEME}:why/{answer.key}"]
+    view.transcript.anchorClicked.emit(QUrl(whys[0]))
+    popover = view.transcript.popover
+    assert popover is not None and popover.isVisible()
+    assert rich_text(answer.chip[2].splitlines()[0]) in popover.label.text()
+    popover.close()
 
 
 def test_ctrl_r_writes_the_last_answer_again_and_ctrl_l_goes_to_the_box(make_studio: Any, qtbot: Any) -> None:
