@@ -250,7 +250,7 @@ class Studio(QObject):
         return check_layout(self.window)
 
     def show_shortcuts(self) -> None:
-        ShortcutsSheet(self.window.shortcuts(), self.window).exec()
+        ShortcutsSheet(self.window.shortcuts(), self.window, enter_sends=self.settings.chat_enter_sends).exec()
 
     def try_sample_photo(self) -> None:
         """The first-run path: one click from Home to a classified sample photo."""

@@ -8,15 +8,19 @@ from collections.abc import Sequence
 from PySide6.QtCore import QCoreApplication, Qt
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QGridLayout, QLabel, QVBoxLayout, QWidget
 
-# Keys that belong to a widget rather than the window (the sheet lists them too).
-VIEW_KEYS = (
-    ("Ctrl+V", "Classify the image on the clipboard (Classify)"),
-    ("Enter", "Send the message (Chat)"),
-    ("Shift+Enter", "New line in the message (Chat)"),
-    ("Ctrl+R", "Write the last answer again (Chat)"),
-    ("Ctrl+L", "Go to the message box (Chat)"),
-    ("Tab / Shift+Tab", "Move between controls"),
-)
+
+# Keys that belong to a widget rather than the window (the sheet lists them too). The chat's send and
+# new-line keys follow the user's setting (Enter sends, or Enter starts a new line and Ctrl+Enter sends).
+def view_keys(enter_sends: bool = True) -> tuple[tuple[str, str], ...]:
+    send, new_line = ("Enter", "Shift+Enter") if enter_sends else ("Ctrl+Enter", "Enter")
+    return (
+        ("Ctrl+V", "Classify the image on the clipboard (Classify)"),
+        (send, "Send the message (Chat)"),
+        (new_line, "New line in the message (Chat)"),
+        ("Ctrl+R", "Write the last answer again (Chat)"),
+        ("Ctrl+L", "Go to the message box (Chat)"),
+        ("Tab / Shift+Tab", "Move between controls"),
+    )
 
 
 def tr(text: str) -> str:
@@ -24,7 +28,9 @@ def tr(text: str) -> str:
 
 
 class ShortcutsSheet(QDialog):
-    def __init__(self, rows: Sequence[tuple[str, str]], parent: QWidget | None = None) -> None:
+    def __init__(
+        self, rows: Sequence[tuple[str, str]], parent: QWidget | None = None, *, enter_sends: bool = True
+    ) -> None:
         super().__init__(parent)
         self.setWindowTitle(tr("Keyboard shortcuts"))
         self.setAccessibleName(tr("Keyboard shortcuts"))
@@ -35,7 +41,7 @@ class ShortcutsSheet(QDialog):
         grid = QGridLayout()
         grid.setHorizontalSpacing(24)
         grid.setVerticalSpacing(6)
-        self.rows = [*rows, *((keys, tr(what)) for keys, what in VIEW_KEYS)]
+        self.rows = [*rows, *((keys, tr(what)) for keys, what in view_keys(enter_sends))]
         for row, (keys, what) in enumerate(self.rows):
             key = QLabel(f"<b>{keys}</b>")
             key.setTextFormat(Qt.TextFormat.RichText)

@@ -52,6 +52,11 @@ def test_ctrl_q_quits_and_ctrl_slash_lists_the_shortcuts(
     monkeypatch.setattr("ui.shortcuts.ShortcutsSheet.exec", lambda self: shown.append(self.rows) or 0)
     qtbot.keyClick(window, Qt.Key.Key_Slash, Qt.KeyboardModifier.ControlModifier)
     assert shown and ("Ctrl+Q", "Quit") in shown[0]
+    assert ("Enter", "Send the message (Chat)") in shown[0]
+    studio.chat_view.enter_sends_changed.emit(False)  # the user swaps the chat's keys
+    qtbot.keyClick(window, Qt.Key.Key_Slash, Qt.KeyboardModifier.ControlModifier)
+    assert ("Ctrl+Enter", "Send the message (Chat)") in shown[-1]
+    assert ("Enter", "New line in the message (Chat)") in shown[-1]
     qtbot.keyClick(window, Qt.Key.Key_Q, Qt.KeyboardModifier.ControlModifier)
     qtbot.waitUntil(lambda: not window.isVisible())
 
