@@ -19,7 +19,7 @@ from app import paths
 from app.cli import run
 from tests.reliability.conftest import Recorder
 from tests.reliability.test_untrusted_models import SECRET, _externalize, _secret
-from tests.unit.tiny_models import colour_classifier
+from tests.unit.tiny_models import classifier_section, colour_classifier, edit_manifest
 
 CATEGORY = "Untrusted model files"
 Mutation = Callable[[Path, Path], None]
@@ -31,16 +31,6 @@ def _cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]
     return code, "\n".join(lines).strip()
 
 
-def _manifest(folder: Path, edit: Callable[[dict[str, object]], None]) -> None:
-    data = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-    edit(data)
-    (folder / "manifest.json").write_text(json.dumps(data), encoding="utf-8")
-
-
-def _section(data: dict[str, object]) -> dict[str, object]:
-    section = data["classifier"]
-    assert isinstance(section, dict)
-    return section
 
 
 @pytest.fixture
@@ -57,12 +47,12 @@ def photos(tmp_path: Path) -> Path:
 
 def _q_labels_parent(folder: Path, outside: Path) -> None:
     _secret(outside)
-    _manifest(folder, lambda m: _section(m).update(labels="../outside/secret.txt"))
+    edit_manifest(folder, lambda m: classifier_section(m).update(labels="../outside/secret.txt"))
 
 
 def _q_labels_absolute(folder: Path, outside: Path) -> None:
     secret = _secret(outside)
-    _manifest(folder, lambda m: _section(m).update(labels=str(secret)))
+    edit_manifest(folder, lambda m: classifier_section(m).update(labels=str(secret)))
 
 
 def _q_labels_symlink(folder: Path, outside: Path) -> None:
@@ -74,13 +64,13 @@ def _q_labels_symlink(folder: Path, outside: Path) -> None:
 def _q_model_absolute(folder: Path, outside: Path) -> None:
     outside.mkdir(parents=True, exist_ok=True)
     shutil.copy2(folder / "model.onnx", outside / "model.onnx")
-    _manifest(folder, lambda m: m.update(files=[{"path": str(outside / "model.onnx")}, {"path": "labels.txt"}]))
+    edit_manifest(folder, lambda m: m.update(files=[{"path": str(outside / "model.onnx")}, {"path": "labels.txt"}]))
 
 
 def _q_model_parent(folder: Path, outside: Path) -> None:
     outside.mkdir(parents=True, exist_ok=True)
     shutil.copy2(folder / "model.onnx", outside / "model.onnx")
-    _manifest(folder, lambda m: m.update(files=[{"path": "../outside/model.onnx"}, {"path": "labels.txt"}]))
+    edit_manifest(folder, lambda m: m.update(files=[{"path": "../outside/model.onnx"}, {"path": "labels.txt"}]))
 
 
 def _q_external_outside(folder: Path, outside: Path) -> None:
@@ -130,7 +120,7 @@ def test_quantize_never_turns_a_manifest_name_into_a_path(
     chosen: str, tmp_path: Path, photos: Path, capsys: pytest.CaptureFixture[str], reliability: Recorder
 ) -> None:
     folder = colour_classifier(tmp_path / "src")
-    _manifest(folder, lambda m: m.update(name=chosen))
+    edit_manifest(folder, lambda m: m.update(name=chosen))
     code, err = _cli(["quantize", str(folder), "--calibration", str(photos), "--runs", "1", "--json"], capsys)
     made = [p for p in paths.user_models_dir().iterdir() if p.is_dir()]
     reliability.record(CATEGORY, f"quantize: manifest name {chosen!r}, default output",
@@ -229,7 +219,7 @@ def test_a_manifest_name_never_picks_which_folder_is_removed(
     impostor = colour_classifier(tmp_path / "impostor")
     assert run(["models", "import", str(victim)]) == 0 and run(["models", "import", str(impostor)]) == 0
     library = paths.user_models_dir()
-    _manifest(library / "impostor", lambda m: m.update(name="victim"))  # edited after the import
+    edit_manifest(library / "impostor", lambda m: m.update(name="victim"))  # edited after the import
     capsys.readouterr()
     assert run(["models", "list", "--json"]) == 0
     names = sorted(e["name"] for e in json.loads(capsys.readouterr().out) if e["folder"].startswith(str(library)))

@@ -18,7 +18,7 @@ from PIL import Image
 from app import paths
 from app.cli import run
 from tests.reliability.conftest import NativeGuard, Recorder
-from tests.unit.tiny_models import colour_classifier
+from tests.unit.tiny_models import classifier_section, colour_classifier, edit_manifest
 
 CATEGORY = "Untrusted model files"
 Mutation = Callable[[Path, Path], None]  # (model folder, a folder outside it)
@@ -50,16 +50,6 @@ def _externalize(model_file: Path, tensor: str, location: str, data_file: Path) 
     onnx.save(model, str(model_file))
 
 
-def _edit_manifest(folder: Path, edit: Callable[[dict[str, object]], None]) -> None:
-    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-    edit(manifest)
-    (folder / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
-
-
-def _classifier_section(manifest: dict[str, object]) -> dict[str, object]:
-    section = manifest["classifier"]
-    assert isinstance(section, dict)
-    return section
 
 
 def _custom_op_model(path: Path) -> None:
@@ -117,11 +107,11 @@ def _model_symlink(folder: Path, outside: Path) -> None:
 def _manifest_model_outside(folder: Path, outside: Path) -> None:
     outside.mkdir(parents=True, exist_ok=True)
     shutil.copy2(folder / "model.onnx", outside / "model.onnx")
-    _edit_manifest(folder, lambda m: m.update(files=[{"path": "../outside/model.onnx"}, {"path": "labels.txt"}]))
+    edit_manifest(folder, lambda m: m.update(files=[{"path": "../outside/model.onnx"}, {"path": "labels.txt"}]))
 
 
 def _larger_than_declared(folder: Path, outside: Path) -> None:
-    _edit_manifest(folder, lambda m: m.update(files=[{"path": "model.onnx", "size": 40}, {"path": "labels.txt"}]))
+    edit_manifest(folder, lambda m: m.update(files=[{"path": "model.onnx", "size": 40}, {"path": "labels.txt"}]))
 
 
 def _custom_ops(folder: Path, outside: Path) -> None:
@@ -130,12 +120,12 @@ def _custom_ops(folder: Path, outside: Path) -> None:
 
 def _labels_parent(folder: Path, outside: Path) -> None:
     _secret(outside)
-    _edit_manifest(folder, lambda m: _classifier_section(m).update(labels="../outside/secret.txt"))
+    edit_manifest(folder, lambda m: classifier_section(m).update(labels="../outside/secret.txt"))
 
 
 def _labels_absolute(folder: Path, outside: Path) -> None:
     secret = _secret(outside)
-    _edit_manifest(folder, lambda m: _classifier_section(m).update(labels=str(secret)))
+    edit_manifest(folder, lambda m: classifier_section(m).update(labels=str(secret)))
 
 
 def _not_onnx(folder: Path, outside: Path) -> None:
@@ -462,7 +452,7 @@ def _extra_symlink(folder: Path, outside: Path) -> None:
 
 
 def _classifier_manifest_library(folder: Path, outside: Path) -> None:
-    _edit_manifest(folder, lambda m: _classifier_section(m).update(custom_ops_library="evil.dll"))
+    edit_manifest(folder, lambda m: classifier_section(m).update(custom_ops_library="evil.dll"))
 
 
 IMPORT_FOLDER_CASES: list[tuple[str, str, Mutation, str]] = [

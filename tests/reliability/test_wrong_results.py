@@ -5,7 +5,6 @@ printed as a result."""
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -19,26 +18,16 @@ from PIL import Image
 from app import paths
 from app.cli import run
 from tests.reliability.conftest import Recorder
-from tests.unit.tiny_models import colour_classifier
+from tests.unit.tiny_models import classifier_section, colour_classifier, edit_manifest
 
 CATEGORY = "Wrong results"
 Mutation = Callable[[Path], None]
 
 
-def _manifest(folder: Path, edit: Callable[[dict[str, object]], None]) -> None:
-    data = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-    edit(data)
-    (folder / "manifest.json").write_text(json.dumps(data), encoding="utf-8")
-
 
 def _classifier(edit: Callable[[dict[str, object]], None]) -> Mutation:
     def mutate(folder: Path) -> None:
-        def inner(data: dict[str, object]) -> None:
-            section = data["classifier"]
-            assert isinstance(section, dict)
-            edit(section)
-
-        _manifest(folder, inner)
+        edit_manifest(folder, lambda data: edit(classifier_section(data)))
 
     return mutate
 

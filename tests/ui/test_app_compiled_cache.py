@@ -16,19 +16,14 @@ from PIL import Image
 from app import paths
 from app.cli import run
 from tests.unit.fake_qnn import FakeQnnOrt
-from tests.unit.tiny_models import colour_classifier
+from tests.unit.tiny_models import colour_library_with_qdq
 
 TIMEOUT = 60_000
 
 
 @pytest.fixture
 def library(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    root = tmp_path / "bundled"
-    colour_classifier(root / "colours")
-    qdq = colour_classifier(root / "colours-qdq")
-    manifest = json.loads((qdq / "manifest.json").read_text())
-    manifest.update(precision="qdq-a16w8", devices=["npu"], source={"derived_from": "colours"})
-    (qdq / "manifest.json").write_text(json.dumps(manifest))
+    root = colour_library_with_qdq(tmp_path / "bundled")
     monkeypatch.setenv("NPU_STUDIO_BUNDLED_MODELS", str(root))
     # The fake session runs no maths: answer as the real model would for a red photo.
     monkeypatch.setattr(

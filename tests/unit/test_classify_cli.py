@@ -15,17 +15,12 @@ from engines import runtime
 from engines.runtime import devices
 from engines.runtime.fallback import HEALTH
 from tests.unit.fake_ort import directml_laptop, snapdragon
-from tests.unit.tiny_models import colour_classifier
+from tests.unit.tiny_models import colour_library_with_qdq
 
 
 @pytest.fixture
 def library(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    root = tmp_path / "bundled"
-    colour_classifier(root / "colours")
-    qdq = colour_classifier(root / "colours-qdq")
-    manifest = json.loads((qdq / "manifest.json").read_text())
-    manifest.update(precision="qdq-a16w8", devices=["npu"], source={"derived_from": "colours"})
-    (qdq / "manifest.json").write_text(json.dumps(manifest))
+    root = colour_library_with_qdq(tmp_path / "bundled")
     monkeypatch.setenv("NPU_STUDIO_BUNDLED_MODELS", str(root))
     yield root
     runtime.use_fake(None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -128,3 +129,24 @@ def endless_loop_classifier(folder: Path, *, trip_count: int = 10**12) -> Path:
     graph.node.insert(0, loop)
     onnx.save(model, folder / "model.onnx")
     return folder
+
+
+def edit_manifest(folder: Path, edit: Callable[[dict[str, object]], None]) -> None:
+    """Change a model folder's manifest.json in place (`edit` mutates the parsed object)."""
+    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    edit(manifest)
+    (folder / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+
+
+def classifier_section(manifest: dict[str, object]) -> dict[str, object]:
+    section = manifest["classifier"]
+    assert isinstance(section, dict)
+    return section
+
+
+def colour_library_with_qdq(root: Path) -> Path:
+    """A bundled library with the colour classifier and its QDQ variant for the NPU (`root`)."""
+    colour_classifier(root / "colours")
+    qdq = colour_classifier(root / "colours-qdq")
+    edit_manifest(qdq, lambda m: m.update(precision="qdq-a16w8", devices=["npu"], source={"derived_from": "colours"}))
+    return root
