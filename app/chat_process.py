@@ -7,8 +7,9 @@ a native crash in a device driver ends the child, not the app.
 
 `ChatSession` (app/chat_session.py) is the engine work itself (model, conversations, history, options, stats), used
 directly in-process (tests with fake engines) and inside the child. `ChatProcess` is the parent's end:
-it starts the child (spawn), sends one request at a time over a pipe and hands the events back; a
-cancel token set in the parent reaches the child through a shared event. The child reports the start and
+it starts the child (engines/child.py: a lean subprocess on POSIX, spawn on Windows), sends one request
+at a time over a pipe and hands the events back; a cancel token set in the parent reaches the child
+through a shared flag. The child reports the start and
 end of each chat template render; the parent stops a render that runs past its bound, and the child
 bounds its own memory for a model that is not ours (app/chat_bounds.py). Before such a model's first
 load the parent tries it once; a Stop the child does not answer, and a token that does not come in time
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import multiprocessing
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -36,6 +36,7 @@ from app.chat_session import (
     error_payload,
     loading_text,
 )
+from engines import child
 from engines.errors import GenerationError, StudioError
 from engines.types import CancelToken, DeviceChoice
 
@@ -58,7 +59,7 @@ TERMINAL = {"loaded", "finished", "failed", "ok", "counted"}
 
 
 class _EventToken:
-    """A CancelToken look-alike over a multiprocessing event set by the parent."""
+    """A CancelToken look-alike over the shared flag (engines/child.py) the parent sets."""
 
     def __init__(self, event: Any) -> None:
         self._event = event
@@ -151,10 +152,9 @@ class ChatProcess:
 
     def __init__(self, stop_grace: float | None = None) -> None:
         self.stop_grace = chat_watch.stop_grace() if stop_grace is None else stop_grace
-        self._ctx = multiprocessing.get_context("spawn")
         self._process: Any = None
         self._conn: Any = None
-        self._cancel = self._ctx.Event()
+        self._cancel = child.cancel_flag()
         self.last_load: tuple[str, DeviceChoice] | None = None
 
     @property
@@ -162,11 +162,7 @@ class ChatProcess:
         return self._process is not None and self._process.is_alive()
 
     def _start(self) -> None:
-        parent, child = self._ctx.Pipe()
-        self._process = self._ctx.Process(target=serve, args=(child, self._cancel), name="npu-studio-chat", daemon=True)
-        self._process.start()
-        child.close()
-        self._conn = parent
+        self._process, self._conn = child.start(serve, (self._cancel,), name="npu-studio-chat")
         log.info("chat engine process started (pid %s)", self._process.pid)
 
     def request(

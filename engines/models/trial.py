@@ -33,7 +33,6 @@ import contextlib
 import hashlib
 import json
 import logging
-import multiprocessing
 import os
 import signal
 import tempfile
@@ -43,7 +42,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from engines import jsonfile
+from engines import child, jsonfile
 from engines.errors import CancelledError, ModelError
 
 log = logging.getLogger(__name__)
@@ -197,8 +196,8 @@ def ensure_tried(
     with _lock:
         enabled = _state["enabled"] and os.environ.get("NPU_STUDIO_MODEL_TRIAL") != "0"
         verdicts = _state["verdicts"]
-    if not enabled or _trusted(root) or _faked() or multiprocessing.current_process().daemon:
-        return  # (a daemon process, such as the app's chat engine, cannot start a child)
+    if not enabled or _trusted(root) or _faked() or child.in_child():
+        return  # (a child process, such as the app's chat engine or a trial, starts no children)
     key = content_key(root, kind)
     with _lock:
         if key in _passed:
@@ -229,14 +228,10 @@ def run_bounded(
     what: str,
     should_stop: Callable[[], bool] | None = None,
 ) -> Any:
-    """`target(*args)` in a spawned child limited to `seconds` and (POSIX) `memory` bytes of address
+    """`target(*args)` in a child (engines/child.py) limited to `seconds` and (POSIX) `memory` bytes of address
     space; its return value, or a ModelError saying how it failed. Ctrl+C / SIGTERM kill the child, and so
     does `should_stop()` turning true (checked at each poll, 50 ms): then CancelledError."""
-    ctx = multiprocessing.get_context("spawn")
-    parent, child = ctx.Pipe(duplex=False)
-    process = ctx.Process(target=_child_main, args=(child, memory, target, args), name="npu-studio-trial", daemon=True)
-    process.start()
-    child.close()
+    process, parent = child.start(_child_main, (memory, target, args), name="npu-studio-trial", duplex=False)
     deadline = time.monotonic() + seconds
     try:
         while True:
