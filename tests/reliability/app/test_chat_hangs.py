@@ -201,8 +201,8 @@ def test_stop_or_closing_ends_a_trial_at_once(how: str, always_hangs: Path, reli
         elapsed = time.monotonic() - started
         error = error_from_payload(outcome[1])
         what = "Stop" if how == "stop" else "closing the app"
-        reliability.record(CATEGORY, f"{what} while a user chat model is tried", "the trial process is killed at "
-                           "once; nothing recorded", error.user_text())  # fmt: skip
+        case = f"the app's chat engine: {what} while a user chat model is tried"
+        reliability.record(CATEGORY, case, "the trial process is killed at once; the load says so", error.user_text())
         assert isinstance(error, CancelledError) and "Stopped trying" in error.message
         assert elapsed < TRIAL_SECONDS - 1, "the trial was waited for"
         assert not _engine_children("npu-studio-trial"), "the trial process outlived the Stop"
