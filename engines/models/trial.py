@@ -38,12 +38,12 @@ import signal
 import tempfile
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from engines import child, jsonfile
-from engines.errors import ModelError
+from engines.errors import CancelledError, ModelError
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +81,12 @@ def _limits(folder: Path) -> tuple[float, int]:
     seconds = float(os.environ.get("NPU_STUDIO_TRIAL_SECONDS") or DEFAULT_SECONDS + SECONDS_PER_GB * size / (1 << 30))
     memory = int(os.environ.get("NPU_STUDIO_TRIAL_MEMORY") or BASE_MEMORY + 3 * size)
     return seconds, memory
+
+
+def time_limit(folder: str | os.PathLike[str]) -> float:
+    """The seconds the trial of `folder` may take (60 s + 30 s per GB; NPU_STUDIO_TRIAL_SECONDS: fixed).
+    Also the longest an untrusted model may keep the app's chat engine waiting for one token."""
+    return _limits(Path(folder))[0]
 
 
 def _folder_bytes(folder: Path) -> int:
@@ -174,10 +180,18 @@ def _save_verdict(file: Path | None, key: str, folder: Path) -> None:
 
 
 def ensure_tried(
-    folder: str | os.PathLike[str], kind: str, *, model_file: str = "", input_size: tuple[int, int] = (224, 224)
+    folder: str | os.PathLike[str],
+    kind: str,
+    *,
+    model_file: str = "",
+    input_size: tuple[int, int] = (224, 224),
+    should_stop: Callable[[], bool] | None = None,
+    on_trying: Callable[[], None] | None = None,
 ) -> None:
     """Try the model in `folder` in a bounded child process unless it is trusted or passed before;
-    ModelError when the trial crashes, hangs past its time, runs out of memory or fails."""
+    ModelError when the trial crashes, hangs past its time, runs out of memory or fails. `on_trying()`
+    is called when a trial really starts (not for a cached verdict); `should_stop()` true stops it
+    (CancelledError, nothing recorded)."""
     root = Path(folder)
     with _lock:
         enabled = _state["enabled"] and os.environ.get("NPU_STUDIO_MODEL_TRIAL") != "0"
@@ -193,8 +207,10 @@ def ensure_tried(
             _passed.add(key)
         return
     seconds, memory = _limits(root)
+    if on_trying is not None:
+        on_trying()
     run_bounded(_trial, (str(root), kind, model_file, input_size), seconds=seconds, memory=memory,
-                what=f"The model in {root}")
+                what=f"The model in {root}", should_stop=should_stop)
     with _lock:
         _passed.add(key)
     _save_verdict(verdicts, key, root)
@@ -203,9 +219,18 @@ def ensure_tried(
 # --- the bounded child -----------------------------------------------------------------------------
 
 
-def run_bounded(target: Any, args: tuple[Any, ...], *, seconds: float, memory: int, what: str) -> Any:
+def run_bounded(
+    target: Any,
+    args: tuple[Any, ...],
+    *,
+    seconds: float,
+    memory: int,
+    what: str,
+    should_stop: Callable[[], bool] | None = None,
+) -> Any:
     """`target(*args)` in a child (engines/child.py) limited to `seconds` and (POSIX) `memory` bytes of address
-    space; its return value, or a ModelError saying how it failed. Ctrl+C / SIGTERM kill the child."""
+    space; its return value, or a ModelError saying how it failed. Ctrl+C / SIGTERM kill the child, and so
+    does `should_stop()` turning true (checked at each poll, 50 ms): then CancelledError."""
     process, parent = child.start(_child_main, (memory, target, args), name="npu-studio-trial", duplex=False)
     deadline = time.monotonic() + seconds
     try:
@@ -219,6 +244,8 @@ def run_bounded(target: Any, args: tuple[Any, ...], *, seconds: float, memory: i
             if not process.is_alive():
                 outcome = None
                 break
+            if should_stop is not None and should_stop():
+                raise CancelledError(f"Stopped trying {what[0].lower()}{what[1:]}.")
             if time.monotonic() > deadline:
                 raise ModelError(
                     f"{what} did not finish loading and running once within {seconds:.0f} s; it was stopped. "

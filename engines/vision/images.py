@@ -273,10 +273,13 @@ def to_tensor(img: Image.Image, spec: Preprocess, dtype: type[np.floating] = np.
     arr: np.ndarray = np.asarray(img, dtype=np.float32)
     if spec.color == "BGR":
         arr = arr[..., ::-1]
-    arr = (arr - np.asarray(spec.mean, dtype=np.float32)) / np.asarray(spec.std, dtype=np.float32)
-    if spec.layout == "NCHW":
-        arr = arr.transpose(2, 0, 1)
-    return np.ascontiguousarray(arr, dtype=dtype)
+    # A tiny or zero std (a hostile manifest) overflows to inf/nan: no warning here, the result check
+    # refuses such a model with the reason (engines/vision/scores.py).
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        arr = (arr - np.asarray(spec.mean, dtype=np.float32)) / np.asarray(spec.std, dtype=np.float32)
+        if spec.layout == "NCHW":
+            arr = arr.transpose(2, 0, 1)
+        return np.ascontiguousarray(arr, dtype=dtype)
 
 
 def preprocess(source: str | os.PathLike[str] | bytes, spec: Preprocess) -> np.ndarray:
