@@ -178,7 +178,7 @@ def open_classifier(
     from engines.runtime.devices import discover
     from engines.runtime.fallback import HEALTH
     from engines.runtime.sessions import SessionSettings
-    from engines.vision.classifier import ClassifierSpec, ImageClassifier
+    from engines.vision.classifier import CLASSIFIER_CONFIG, ClassifierSpec, ImageClassifier
 
     device = as_choice(choice, strict)
     located = locate_model(model, library)
@@ -195,7 +195,9 @@ def open_classifier(
         if folder not in specs:
             specs[folder] = ClassifierSpec.from_folder(folder)
         spec = specs[folder]
-        settings = SessionSettings(intra_op_threads=threads, quantized_model=spec.quantized)
+        settings = SessionSettings(
+            intra_op_threads=threads, quantized_model=spec.quantized, config_entries=CLASSIFIER_CONFIG
+        )
         return ImageClassifier(
             spec, where, settings, cache=compiled, on_progress=on_progress, warmup=warmup, max_batch=max_batch
         )

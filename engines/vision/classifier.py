@@ -35,6 +35,12 @@ _FLOAT_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
 # already in the CPU EP's memory and the output is only 1000 floats per image. With DirectML the output
 # would otherwise be copied back and freshly allocated each call; with QNN the HTP reads host buffers.
 IOBINDING_EPS = {"DmlExecutionProvider", "QNNExecutionProvider", "CUDAExecutionProvider", "WebGpuExecutionProvider"}
+# No spin-waiting in ONNX Runtime's intra-op threads: between operators (and after each run) a spinning
+# thread keeps its core busy, and that core is the one the photo decoders (engines/vision/pipeline.py) need
+# while the model runs. tests/bench/bench_folder.py measured the in-process pipeline on 2 cores at 1.17x the
+# hand-written script with spinning and 1.57x without (1 MP photos), 2.05x vs 2.57x (12 MP); on a shared
+# machine batch-1 latency was also lower without it (4.9-5.9 ms vs 5.8-13 ms).
+CLASSIFIER_CONFIG = (("session.intra_op.allow_spinning", "0"),)
 
 
 @dataclass(frozen=True)
@@ -237,7 +243,7 @@ class ImageClassifier:
     ) -> None:
         self.spec = spec
         self.choice = choice
-        settings = settings or SessionSettings(quantized_model=spec.quantized)
+        settings = settings or SessionSettings(quantized_model=spec.quantized, config_entries=CLASSIFIER_CONFIG)
         if session is None:
             session = create_session(
                 spec.model_path,
@@ -313,7 +319,7 @@ class ImageClassifier:
     ) -> list[Classification]:
         """Batched classification of many photos, returned in input order and streamed in input order as
         they finish (to `on_result`, and to `on_index` with the photo's position). Photos are decoded in
-        a thread pool while the model runs (engines.vision.pipeline; `decode_workers=1` decodes on the
+        a thread pool while the model runs (engines.vision.pipeline; `decode_workers=0` decodes on the
         calling thread), a bounded number ahead. A bad photo becomes a result with `error` set; the
         batch goes on. Cancel is checked between photos and batches (raises CancelledError)."""
         results: list[Classification] = []

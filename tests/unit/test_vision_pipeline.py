@@ -37,7 +37,7 @@ def test_results_come_in_input_order_and_match_sequential_decoding(tmp_path: Pat
     broken.write_bytes(b"not a jpeg")
     paths.insert(11, broken)
     parallel = list(decode_ahead(paths, SPEC, workers=3, lookahead=4))
-    sequential = list(decode_ahead(paths, SPEC, workers=1))
+    sequential = list(decode_ahead(paths, SPEC, workers=0))
     assert [d.index for d in parallel] == list(range(len(paths)))
     assert [d.path for d in parallel] == [str(p) for p in paths]
     assert parallel[11].tensor is None and "is not an image" in parallel[11].error
@@ -73,6 +73,32 @@ def test_decoding_runs_on_the_pool_and_never_gets_more_than_the_lookahead_ahead(
         ahead.append(pulled - handed_out)
     assert max(ahead) <= 5  # memory stays bounded whatever the folder's size
     assert all(name.startswith("npu-studio-decode") for name in threads)
+
+
+@pytest.mark.parametrize(("workers", "on_pool"), [(1, True), (0, False)])
+def test_one_worker_still_decodes_on_the_pool_and_zero_on_the_calling_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int, on_pool: bool
+) -> None:
+    # One pool thread is what overlaps decoding with inference on a 2-core machine; 0 is the no-overlap mode.
+    paths = _photos(tmp_path / "p", 6)
+    threads: set[str] = set()
+    real = pipeline.preprocess
+
+    def recording(path: object, spec: Preprocess) -> np.ndarray:
+        threads.add(threading.current_thread().name)
+        return real(path, spec)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pipeline, "preprocess", recording)
+    decoded = list(decode_ahead(paths, SPEC, workers=workers, lookahead=3))
+    assert [d.path for d in decoded] == [str(p) for p in paths]
+    assert all(name.startswith("npu-studio-decode") for name in threads) == on_pool
+    assert (threading.current_thread().name in threads) != on_pool
+
+
+def test_classifier_sessions_do_not_spin_while_the_decoders_need_the_cores(tmp_path: Path) -> None:
+    classifier = ImageClassifier.from_folder(colour_classifier(tmp_path / "colours"), DeviceChoice.parse("cpu"))
+    options = classifier.session.get_session_options()
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
 
 
 def test_cancel_stops_handing_out_and_drops_the_photos_not_started(tmp_path: Path) -> None:
