@@ -179,7 +179,10 @@ class ChatProcess:
         if not self.alive:
             self._start()
             if message[0] == "generate" and self.last_load is not None:  # a restarted child has no model
-                self.request(("load", *self.last_load), on_event, None, abandon)
+                reloaded = self.request(("load", *self.last_load), on_event, cancel, abandon)
+                if reloaded[0] != "loaded":
+                    return reloaded  # why the model no longer loads, rather than "no model"
+                on_event(("reloaded", reloaded[1]))
         if message[0] == "load":
             self.last_load = None  # until the model passed its trial
             try:
