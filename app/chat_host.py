@@ -60,6 +60,9 @@ class ChatWorker(Worker):
                 emit(self.generation_started, event[1])
             elif kind == "text":
                 self._publish(event[1])
+            elif kind == "reloaded":  # a restarted engine loaded the model again before answering
+                self._ep = str(event[1].get("ep", "") or "")
+                emit(self.model_loaded, event[1])
 
         kind, *payload = self._process.request(message, on_event, cancel, self.closing.is_set)
         if kind == "failed":

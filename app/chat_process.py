@@ -37,6 +37,7 @@ from app.chat_session import (
     loading_text,
 )
 from engines import child
+from engines.chat.prepared import prepare
 from engines.errors import GenerationError, StudioError
 from engines.types import CancelToken, DeviceChoice
 
@@ -105,11 +106,11 @@ def serve(conn: Any, cancel_event: Any) -> None:
             return
         try:
             if op == "load":
-                _, folder, choice = request
+                _, folder, choice, *prepared = request  # prepared: what the parent checked already
                 chat_bounds.lift_memory_limit()
                 if not trial.is_trusted(folder):
                     chat_bounds.limit_memory(Path(folder))
-                info = session.load(folder, choice, lambda t: conn.send(("status", t)))
+                info = session.load(folder, choice, lambda t: conn.send(("status", t)), *prepared[:1])
                 release_free_memory()  # the load's temporary buffers, not kept while the child idles
                 conn.send(("loaded", info))
             elif op == "generate":
@@ -178,7 +179,10 @@ class ChatProcess:
         if not self.alive:
             self._start()
             if message[0] == "generate" and self.last_load is not None:  # a restarted child has no model
-                self.request(("load", *self.last_load), on_event, None, abandon)
+                reloaded = self.request(("load", *self.last_load), on_event, cancel, abandon)
+                if reloaded[0] != "loaded":
+                    return reloaded  # why the model no longer loads, rather than "no model"
+                on_event(("reloaded", reloaded[1]))
         if message[0] == "load":
             self.last_load = None  # until the model passed its trial
             try:
@@ -190,6 +194,7 @@ class ChatProcess:
             except StudioError as exc:
                 return ("failed", error_payload(exc))
             self.last_load = (message[1], message[2])
+            message = (*message[:3], prepare(message[1]))  # the folder check and devices, done here
         self._cancel.clear()
         if cancel is not None and cancel.cancelled:
             self._cancel.set()

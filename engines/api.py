@@ -21,6 +21,7 @@ from engines.types import CancelToken, Classification, DeviceChoice, DeviceType,
 
 if TYPE_CHECKING:
     from engines.chat.loaded import ChatModel
+    from engines.chat.prepared import Prepared
     from engines.runtime.compiled_cache import CacheOutcome, CompiledModelCache
     from engines.runtime.devices import DiscoveryReport
     from engines.runtime.fallback import FallbackOffer, FallbackRunner
@@ -257,11 +258,14 @@ def open_chat(
     library: Sequence[PathLike] = (),
     check_memory: bool = True,
     available: frozenset[str] | None = None,
+    prepared: Prepared | None = None,
 ) -> ChatModel:
     """Open the onnxruntime-genai chat model `model` (a folder or a name in `library`) on `choice`, with
-    the same meaning of the choice as `open_classifier`. The folder is validated before any native load.
+    the same meaning of the choice as `open_classifier`. The folder is validated before any native load
+    (`prepared`: by the process that started this one, engines/chat/prepared.py).
     `model.new_conversation(...).send(text, on_text=..., cancel=...)` chats."""
     from engines.chat.loaded import ChatModel
 
     located = locate_model(model, library)
-    return ChatModel.load(located.folder, as_choice(choice, strict), available=available, check_memory=check_memory)
+    return ChatModel.load(located.folder, as_choice(choice, strict), available=available, check_memory=check_memory,
+                          prepared=prepared)

@@ -30,7 +30,6 @@ manifest's hash or modification time), in memory and in a small JSON file the ap
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -102,6 +101,8 @@ def content_key(folder: Path, kind: str) -> str:
     """What the verdict is about: every file's name and size, small files' bytes, large files' manifest
     hash (or modification time when the manifest does not list it)."""
     listed: dict[str, str] = {}
+    import hashlib  # here, not at import: the chat engine's child imports this module and never hashes
+
     digest = hashlib.sha256(f"trial-v1\0{kind}\0".encode())
     with contextlib.suppress(jsonfile.JsonFileError):
         manifest = jsonfile.read_object(folder / "manifest.json")

@@ -78,8 +78,12 @@ def main() -> int:
     parser.add_argument("--record", action="store_true", help="store the figures in docs/PERFORMANCE.md")
     args = parser.parse_args()
 
+    from app import model_trials
     from app.gui import Studio, create_application
+    from app.logs import setup_logging
 
+    setup_logging(debug=False, console=False)  # what `npu-studio` does before it opens the window
+    model_trials.configure()  # the bundled models are trusted, as in the app
     app = create_application()
     studio = Studio(app, preload=False)
     studio.show()
