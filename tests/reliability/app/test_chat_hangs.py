@@ -375,3 +375,23 @@ def test_closing_the_app_during_a_trial_or_a_hang_leaves_no_process(
     reliability.record(CATEGORY, f"closing the app {what}", "closes in seconds; no engine or trial process left",
                        f"closed in {took:.1f} s; {len(left)} process(es) left")  # fmt: skip
     assert not left and took < 8
+
+
+# --- the CLI: the same engine, the same bounds -------------------------------------------------------------
+
+
+def test_the_cli_stops_a_model_that_hangs_mid_answer(
+    hangs_later: Path, capsys: pytest.CaptureFixture[str], reliability: Recorder
+) -> None:
+    from app.cli import run
+
+    before = {p.pid for p in _engine_children()}
+    started = time.monotonic()
+    code = run(["chat", "--model", str(hangs_later), "--device", "cpu", "--prompt", "hi", "--max-new-tokens", "200"])
+    elapsed = time.monotonic() - started
+    err = capsys.readouterr().err.strip()
+    reliability.record(CATEGORY, "`chat --model`: a user model that passed its trial, then hangs mid-answer",
+                       "stopped at its token bound with the reason; exit code not 0", err)  # fmt: skip
+    assert code != 0 and "next token" in err and "Traceback" not in err
+    assert elapsed < 2 * TRIAL_SECONDS + 15  # its trial (first use) and the bound
+    assert not _no_children_left(before)
