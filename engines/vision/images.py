@@ -281,9 +281,12 @@ def to_tensor(img: Image.Image, spec: Preprocess, dtype: type[np.floating] = np.
     if spec.layout == "NCHW":
         pixels, mean, std = pixels.transpose(2, 0, 1), mean[:, None, None], std[:, None, None]
     result = np.empty(pixels.shape, dtype=np.float32)
-    np.subtract(pixels, mean, out=result, dtype=np.float32)
-    np.divide(result, std, out=result)
-    return result if dtype == np.float32 else result.astype(dtype)
+    # A tiny or zero std (a hostile manifest) overflows to inf/nan: no warning here, the result check
+    # refuses such a model with the reason (engines/vision/scores.py).
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        np.subtract(pixels, mean, out=result, dtype=np.float32)
+        np.divide(result, std, out=result)
+        return result if dtype == np.float32 else result.astype(dtype)
 
 
 def preprocess(source: str | os.PathLike[str] | bytes, spec: Preprocess) -> np.ndarray:

@@ -184,3 +184,15 @@ def test_to_tensor_gives_the_same_bits_as_normalising_the_float_image(
     tensor = to_tensor(Image.fromarray(pixels), spec, dtype)
     assert tensor.dtype == dtype and tensor.flags.c_contiguous
     assert np.array_equal(tensor, np.ascontiguousarray(expected).astype(dtype))
+
+
+def test_a_tiny_std_gives_infinities_without_a_warning() -> None:
+    """A hostile manifest's std: the tensor holds inf (the result check refuses the model), and numpy's
+    overflow warning does not leak to the user's console."""
+    import warnings
+
+    img = Image.new("RGB", (8, 8), (200, 10, 0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tensor = to_tensor(img, Preprocess(input_size=(8, 8), std=(1e-45, 1e-45, 1e-45)))
+    assert not np.isfinite(tensor).all()
