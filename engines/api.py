@@ -161,7 +161,7 @@ def open_classifier(
     ask: Ask | None = None,
     threads: int = 0,
     warmup: bool = True,
-    max_batch: int = 8,
+    max_batch: int | None = None,
     report: DiscoveryReport | None = None,
 ) -> Classifier:
     """Open the classifier `model` (a folder, or a name in the `library` folders) on `choice`.

@@ -13,7 +13,7 @@ from PIL import Image
 from engines.errors import CancelledError
 from engines.types import CancelToken, DeviceChoice
 from engines.vision import pipeline
-from engines.vision.classifier import ImageClassifier
+from engines.vision.classifier import CPU_MAX_BATCH, ImageClassifier
 from engines.vision.images import Preprocess
 from engines.vision.pipeline import decode_ahead
 from tests.unit.tiny_models import colour_classifier
@@ -130,3 +130,21 @@ def test_classify_many_streams_in_input_order_with_the_same_answers_as_one_by_on
         single = classifier.classify(path, k=3)
         assert [s.index for s in result.top] == [s.index for s in single.top]
         assert np.allclose([s.probability for s in result.top], [s.probability for s in single.top], atol=1e-5)
+
+
+def test_cpu_batches_stay_small_enough_for_the_caches_and_an_explicit_size_wins(tmp_path: Path) -> None:
+    folder = colour_classifier(tmp_path / "colours")
+    classifier = ImageClassifier.from_folder(folder, DeviceChoice.parse("cpu"))
+    assert classifier.max_batch == CPU_MAX_BATCH
+    sizes: list[int] = []
+    real = classifier.infer
+
+    def recording(batch: np.ndarray) -> np.ndarray:
+        sizes.append(batch.shape[0])
+        return real(batch)
+
+    classifier.infer = recording  # type: ignore[method-assign]
+    paths = _photos(tmp_path / "p", 2 * CPU_MAX_BATCH + 1)
+    assert len(classifier.classify_many(paths)) == len(paths)
+    assert sizes == [CPU_MAX_BATCH, CPU_MAX_BATCH, 1]
+    assert ImageClassifier.from_folder(folder, DeviceChoice.parse("cpu"), max_batch=8).max_batch == 8
