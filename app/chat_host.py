@@ -14,7 +14,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 from app.chat_process import ChatProcess, ChatSession, History, error_from_payload, in_process_requested
 from app.jobs import Host, Worker, import_serialized
 from app.qtcompat import emit
-from engines.errors import StudioError
+from engines.errors import CancelledError, StudioError
 from engines.types import CancelToken, DeviceChoice
 
 log = logging.getLogger(__name__)
@@ -37,6 +37,7 @@ class ChatWorker(Worker):
         self._session = ChatSession(loader) if in_process else None
         self._process = None if in_process else ChatProcess()
         self._ep = ""  # the EP the loaded chat model runs on
+        self.latest_load: CancelToken | None = None  # the newest load's token (set by the host)
         self.updates = 0  # text_generated emissions (tests and benchmarks)
 
     @property
@@ -59,20 +60,29 @@ class ChatWorker(Worker):
                 emit(self.generation_started, event[1])
             elif kind == "text":
                 self._publish(event[1])
+            elif kind == "reloaded":  # a restarted engine loaded the model again before answering
+                self._ep = str(event[1].get("ep", "") or "")
+                emit(self.model_loaded, event[1])
 
         kind, *payload = self._process.request(message, on_event, cancel, self.closing.is_set)
         if kind == "failed":
             raise error_from_payload(payload[0])
         return payload[0] if payload else None
 
-    @Slot(str, object)
-    def load(self, folder: str, choice: DeviceChoice) -> None:
+    @Slot(str, object, object)
+    def load(self, folder: str, choice: DeviceChoice, cancel: CancelToken | None = None) -> None:
         def job() -> None:
             if self._session is not None:
                 import_serialized("onnxruntime", "onnxruntime_genai")  # in this order (Windows ML genai)
                 info = self._session.load(folder, choice, lambda text: emit(self.status, text))
             else:
-                info = self._remote(("load", folder, choice))
+                try:
+                    info = self._remote(("load", folder, choice), cancel)
+                except CancelledError:
+                    if cancel is not None and cancel is not self.latest_load:
+                        log.info("chat model load of %s given up: another model was chosen", folder)
+                        return  # (the newer load reports for itself)
+                    raise
             self._ep = str(info.get("ep", "") or "")
             emit(self.model_loaded, info)
 
@@ -175,7 +185,7 @@ class ChatHost(Host):
         "cancelled",
         "tokens_counted",
     )
-    _load = Signal(str, object)
+    _load = Signal(str, object, object)
     _generate = Signal(str, int, str, object, str, object, object)
     _forget = Signal(int)
     _count = Signal(str)
@@ -192,8 +202,14 @@ class ChatHost(Host):
         self._count.connect(w.count)
 
     def load(self, folder: str | Path, choice: DeviceChoice) -> None:
+        """Load a chat model. A load still running (a model being tried) is given up: the newest choice
+        wins at once instead of after a trial of up to a minute. Stop (cancel) also ends a trial."""
         self.start()
-        emit(self._load, str(folder), choice)
+        previous, token = self.worker.latest_load, self.new_token()
+        self.worker.latest_load = token
+        if previous is not None:
+            previous.cancel()
+        emit(self._load, str(folder), choice, token)
 
     def generate(
         self,

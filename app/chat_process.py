@@ -7,25 +7,25 @@ a native crash in a device driver ends the child, not the app.
 
 `ChatSession` (app/chat_session.py) is the engine work itself (model, conversations, history, options, stats), used
 directly in-process (tests with fake engines) and inside the child. `ChatProcess` is the parent's end:
-it starts the child (spawn), sends one request at a time over a pipe and hands the events back; a
-cancel token set in the parent reaches the child through a shared event. The child reports the start and
+it starts the child (engines/child.py: a lean subprocess on POSIX, spawn on Windows), sends one request
+at a time over a pipe and hands the events back; a cancel token set in the parent reaches the child
+through a shared flag. The child reports the start and
 end of each chat template render; the parent stops a render that runs past its bound, and the child
-bounds its own memory for a model that is not ours (app/chat_bounds.py). The CLI uses it too, for such
-models.
+bounds its own memory for a model that is not ours (app/chat_bounds.py). Before such a model's first
+load the parent tries it once; a Stop the child does not answer, and a token that does not come in time
+from such a model, kill the child (app/chat_watch.py). The CLI uses it too, for such models.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import multiprocessing
 import os
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from app import chat_bounds
+from app import chat_bounds, chat_watch
 from app.chat_session import (
     MAX_UI_UPDATES_PER_SECOND,
     ChatSession,
@@ -36,7 +36,8 @@ from app.chat_session import (
     error_payload,
     loading_text,
 )
-from engines import errors
+from engines import child
+from engines.chat.prepared import prepare
 from engines.errors import GenerationError, StudioError
 from engines.types import CancelToken, DeviceChoice
 
@@ -59,7 +60,7 @@ TERMINAL = {"loaded", "finished", "failed", "ok", "counted"}
 
 
 class _EventToken:
-    """A CancelToken look-alike over a multiprocessing event set by the parent."""
+    """A CancelToken look-alike over the shared flag (engines/child.py) the parent sets."""
 
     def __init__(self, event: Any) -> None:
         self._event = event
@@ -85,7 +86,7 @@ def serve(conn: Any, cancel_event: Any) -> None:
     root.handlers[:] = [_PipeLogHandler(conn)]
     root.setLevel(logging.INFO)
     from app import chat_bounds, model_trials
-    from app.memory import release_free_memory
+    from app.memory import release_free_memory, release_mapped_pages
     from engines.chat.generation import observe_renders
     from engines.models import trial
 
@@ -105,12 +106,13 @@ def serve(conn: Any, cancel_event: Any) -> None:
             return
         try:
             if op == "load":
-                _, folder, choice = request
+                _, folder, choice, *prepared = request  # prepared: what the parent checked already
                 chat_bounds.lift_memory_limit()
                 if not trial.is_trusted(folder):
                     chat_bounds.limit_memory(Path(folder))
-                info = session.load(folder, choice, lambda t: conn.send(("status", t)))
+                info = session.load(folder, choice, lambda t: conn.send(("status", t)), *prepared[:1])
                 release_free_memory()  # the load's temporary buffers, not kept while the child idles
+                release_mapped_pages(folder)  # the weights file's pages read once, while prepacking
                 conn.send(("loaded", info))
             elif op == "generate":
                 _, kind, conversation_id, text, history, system_prompt, overrides = request
@@ -149,13 +151,12 @@ class ChatProcess:
 
     POLL_S = 0.02
     QUIT_WAIT_S = 3.0
-    CANCEL_RENDER_S = 0.5  # a cancel waits this long for a render before the engine is stopped
 
-    def __init__(self) -> None:
-        self._ctx = multiprocessing.get_context("spawn")
+    def __init__(self, stop_grace: float | None = None) -> None:
+        self.stop_grace = chat_watch.stop_grace() if stop_grace is None else stop_grace
         self._process: Any = None
         self._conn: Any = None
-        self._cancel = self._ctx.Event()
+        self._cancel = child.cancel_flag()
         self.last_load: tuple[str, DeviceChoice] | None = None
 
     @property
@@ -163,11 +164,7 @@ class ChatProcess:
         return self._process is not None and self._process.is_alive()
 
     def _start(self) -> None:
-        parent, child = self._ctx.Pipe()
-        self._process = self._ctx.Process(target=serve, args=(child, self._cancel), name="npu-studio-chat", daemon=True)
-        self._process.start()
-        child.close()
-        self._conn = parent
+        self._process, self._conn = child.start(serve, (self._cancel,), name="npu-studio-chat")
         log.info("chat engine process started (pid %s)", self._process.pid)
 
     def request(
@@ -179,58 +176,56 @@ class ChatProcess:
     ) -> Event:
         """Send one request and pump its events until the terminal one, which is returned. `cancel`
         is forwarded to the child; `abandon()` true (the app is closing) kills a child that does not
-        finish promptly after the cancel."""
+        finish promptly after the cancel. The deadlines (trial, render, Stop, token) are app/chat_watch.py's."""
         if not self.alive:
             self._start()
             if message[0] == "generate" and self.last_load is not None:  # a restarted child has no model
-                self.request(("load", *self.last_load), on_event, None, abandon)
+                reloaded = self.request(("load", *self.last_load), on_event, cancel, abandon)
+                if reloaded[0] != "loaded":
+                    return reloaded  # why the model no longer loads, rather than "no model"
+                on_event(("reloaded", reloaded[1]))
         if message[0] == "load":
+            self.last_load = None  # until the model passed its trial
+            try:
+                chat_watch.try_first(
+                    message[1],
+                    lambda text: on_event(("status", text)),
+                    lambda: bool(cancel is not None and cancel.cancelled) or abandon(),
+                )
+            except StudioError as exc:
+                return ("failed", error_payload(exc))
             self.last_load = (message[1], message[2])
+            message = (*message[:3], prepare(message[1]))  # the folder check and devices, done here
         self._cancel.clear()
         if cancel is not None and cancel.cancelled:
             self._cancel.set()
         self._conn.send(message)
-        abandon_deadline: float | None = None
-        render_deadline: float | None = None  # while the child renders a chat template
-        render_bound = 0.0
-        cancel_deadline: float | None = None
+        folder = self.last_load[0] if self.last_load is not None else ""
+        watch = chat_watch.Watch(message[0], chat_watch.token_bound(folder) if folder else None, self.stop_grace)
         while True:
             if cancel is not None and cancel.cancelled and not self._cancel.is_set():
                 self._cancel.set()
-            now = time.monotonic()
-            if abandon():
+            abandoned = abandon()
+            if abandoned:
                 self._cancel.set()
-                abandon_deadline = abandon_deadline or now + 1.0
-                if now > abandon_deadline:
-                    self.kill()
-                    return ("failed", error_payload(errors.CancelledError("Closed while the chat engine was busy.")))
-            if render_deadline is not None and now > render_deadline:
+            verdict = watch.check(self._cancel.is_set(), abandoned)
+            if verdict is not None:
                 self.kill()
-                self.last_load = None  # not loaded again behind the user's back
-                log.info("chat template render exceeded %.0f s; chat engine stopped", render_bound)
-                return ("failed", error_payload(chat_bounds.render_timeout_error(render_bound)))
-            if render_deadline is not None and self._cancel.is_set():
-                # A native render does not look at the cancel flag: stop the engine (the next request
-                # restarts it with the same model and history).
-                cancel_deadline = cancel_deadline or now + self.CANCEL_RENDER_S
-                if now > cancel_deadline:
-                    self.kill()
-                    return ("failed", error_payload(errors.CancelledError("Stopped while the chat template rendered.")))
+                if verdict.forget:
+                    self.last_load = None  # not loaded again behind the user's back
+                log.info("chat engine stopped: %s", verdict.error.message)
+                return ("failed", error_payload(verdict.error))
             try:
                 ready = self._conn.poll(self.POLL_S)
                 event: Event = self._conn.recv() if ready else ()
             except (EOFError, OSError):
-                return ("failed", error_payload(self._died(render_deadline is not None)))
+                return ("failed", error_payload(self._died(watch.rendering)))
             if not event:
                 if not self.alive:
-                    return ("failed", error_payload(self._died(render_deadline is not None)))
+                    return ("failed", error_payload(self._died(watch.rendering)))
                 continue
-            if event[0] == "rendering":
-                render_bound = chat_bounds.render_seconds(int(event[1]))
-                render_deadline = time.monotonic() + render_bound
-                continue
-            if event[0] == "rendered":
-                render_deadline = cancel_deadline = None
+            watch.saw(event)
+            if event[0] in ("rendering", "rendered"):
                 continue
             if event[0] == "log":
                 _, level, name, text = event

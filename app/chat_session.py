@@ -143,7 +143,10 @@ class ChatSession:
         self.info: dict[str, Any] = {}
         self._conversations: dict[int, Any] = {}
 
-    def load(self, folder: str, choice: DeviceChoice, on_status: Callable[[str], None]) -> dict[str, Any]:
+    def load(
+        self, folder: str, choice: DeviceChoice, on_status: Callable[[str], None], prepared: Any = None
+    ) -> dict[str, Any]:
+        """`prepared`: engines.chat.prepared.Prepared from the process that started this one, or None."""
         key = (str(Path(folder).resolve()), choice)
         if key == self._key and self._model is not None:
             return self.info
@@ -155,7 +158,7 @@ class ChatSession:
         else:
             import engines
 
-            model = engines.open_chat(folder, choice)
+            model = engines.open_chat(folder, choice, prepared=prepared)
         self._model, self._key = model, key
         self.info = model_info(model, folder) | {"load_seconds": time.perf_counter() - started}
         return self.info

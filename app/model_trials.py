@@ -10,9 +10,9 @@ def configure(*, in_child: bool = False) -> None:
     cache folder. Each process that opens models calls this (the CLI and app at start, the chat
     engine's child process).
 
-    The app's chat engine child (app/chat_process.py) is already the bounded process for the chat model:
-    a crash there is an error in the view, and it cannot start children of its own (it is a daemon
-    process), so it tries nothing and only reads the verdicts."""
+    The app's chat engine child (app/chat_process.py) starts no children of its own: its parent tries an
+    untrusted chat model before asking the child to load it (app/chat_watch.py), so the child tries
+    nothing."""
     from engines.models import trial
 
     trial.configure(trusted=[paths.bundled_models_dir()], verdicts=paths.cache_dir() / "model-trials.json",

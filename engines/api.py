@@ -21,6 +21,7 @@ from engines.types import CancelToken, Classification, DeviceChoice, DeviceType,
 
 if TYPE_CHECKING:
     from engines.chat.loaded import ChatModel
+    from engines.chat.prepared import Prepared
     from engines.runtime.compiled_cache import CacheOutcome, CompiledModelCache
     from engines.runtime.devices import DiscoveryReport
     from engines.runtime.fallback import FallbackOffer, FallbackRunner
@@ -160,7 +161,7 @@ def open_classifier(
     ask: Ask | None = None,
     threads: int = 0,
     warmup: bool = True,
-    max_batch: int = 8,
+    max_batch: int | None = None,
     report: DiscoveryReport | None = None,
 ) -> Classifier:
     """Open the classifier `model` (a folder, or a name in the `library` folders) on `choice`.
@@ -177,7 +178,7 @@ def open_classifier(
     from engines.runtime.devices import discover
     from engines.runtime.fallback import HEALTH
     from engines.runtime.sessions import SessionSettings
-    from engines.vision.classifier import ClassifierSpec, ImageClassifier
+    from engines.vision.classifier import CLASSIFIER_CONFIG, ClassifierSpec, ImageClassifier
 
     device = as_choice(choice, strict)
     located = locate_model(model, library)
@@ -194,7 +195,9 @@ def open_classifier(
         if folder not in specs:
             specs[folder] = ClassifierSpec.from_folder(folder)
         spec = specs[folder]
-        settings = SessionSettings(intra_op_threads=threads, quantized_model=spec.quantized)
+        settings = SessionSettings(
+            intra_op_threads=threads, quantized_model=spec.quantized, config_entries=CLASSIFIER_CONFIG
+        )
         return ImageClassifier(
             spec, where, settings, cache=compiled, on_progress=on_progress, warmup=warmup, max_batch=max_batch
         )
@@ -255,11 +258,14 @@ def open_chat(
     library: Sequence[PathLike] = (),
     check_memory: bool = True,
     available: frozenset[str] | None = None,
+    prepared: Prepared | None = None,
 ) -> ChatModel:
     """Open the onnxruntime-genai chat model `model` (a folder or a name in `library`) on `choice`, with
-    the same meaning of the choice as `open_classifier`. The folder is validated before any native load.
+    the same meaning of the choice as `open_classifier`. The folder is validated before any native load
+    (`prepared`: by the process that started this one, engines/chat/prepared.py).
     `model.new_conversation(...).send(text, on_text=..., cancel=...)` chats."""
     from engines.chat.loaded import ChatModel
 
     located = locate_model(model, library)
-    return ChatModel.load(located.folder, as_choice(choice, strict), available=available, check_memory=check_memory)
+    return ChatModel.load(located.folder, as_choice(choice, strict), available=available, check_memory=check_memory,
+                          prepared=prepared)

@@ -33,6 +33,19 @@ def tr(text: str) -> str:
 DEFAULT_MODELS = ("efficientnet-lite0", "smollm2-135m-instruct")  # checked at first; others on request
 
 
+def list_label(model: BenchModel) -> str:
+    """The model's short name and, for a second build of it, what sets that build apart: the
+    title's own words after the first parenthesis ("EfficientNet-Lite0 (ImageNet-1k), QDQ for the NPU
+    (uint16 ...)" -> "EfficientNet-Lite0 · QDQ for the NPU"), else the folder name. The full title is
+    the tooltip."""
+    short = model.title.split(" (", 1)[0]
+    if model.name.lower() == short.lower():
+        return short
+    _, _, rest = model.title.partition("), ")
+    detail = rest.split(" (", 1)[0].strip() if rest else ""
+    return f"{short} · {detail or model.name}"
+
+
 class BenchSetup:
     models: list[BenchModel]
     banners: BannerArea
@@ -86,7 +99,7 @@ class BenchSetup:
         buttons.addWidget(self.run_button)
         buttons.addWidget(self.cancel_button)
         grid.addLayout(buttons, 1, 4)
-        grid.setColumnStretch(1, 1)
+        grid.setColumnStretch(0, 1)  # the spare width goes to the model names, the longest text here
         card.body.addLayout(grid)
         progress_row = QHBoxLayout()
         self.progress = QProgressBar()
@@ -125,11 +138,9 @@ class BenchSetup:
         self.model_list.blockSignals(True)
         self.model_list.clear()
         for model in self.models:
-            # The folder name tells two builds of one model apart ("...-qdq"); the full title is the tooltip.
-            short = model.title.split(" (", 1)[0]
-            label = short if model.name.lower() == short.lower() else f"{short} · {model.name}"
-            kind = "image classifier" if model.kind == "vision" else "chat"
-            item = QListWidgetItem(f"{label}  ·  {kind}")
+            label = list_label(model)
+            kind = "classifier" if model.kind == "vision" else "chat"
+            item = QListWidgetItem(f"{label} · {kind}")
             item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
             on = model.folder in checked if checked is not None else self._checked_at_first(model)
             item.setCheckState(Qt.CheckState.Checked if on else Qt.CheckState.Unchecked)

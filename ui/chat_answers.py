@@ -15,7 +15,7 @@ from PySide6.QtCore import QTimer
 
 from app.chat_history import ChatHistory
 from app.storage import Message, StoredConversation
-from engines.errors import ContextOverflowError, StudioError
+from engines.errors import CancelledError, ContextOverflowError, StudioError
 from engines.types import Placement, short_ep_name
 from ui.chat_banners import ChatBanners
 from ui.chat_composer import MessageBox
@@ -103,16 +103,19 @@ class AnswerStream:
 
     def on_failed(self, error: object) -> None:
         """A failure while answering (or a request that could not start). A message the engine found
-        too long for the context is taken back: not kept in the history, and put back into the box."""
+        too long for the context is taken back: not kept in the history, and put back into the box. A
+        Stop that needed the engine restarted (CancelledError) keeps the answer so far as stopped, so it
+        can be continued, like any other Stop."""
         if self.generating:
+            ended = "cancelled" if isinstance(error, CancelledError) else "error"
             if isinstance(error, ContextOverflowError) and not self.answer_text and self._take_back():
                 pass
             elif self._continued_from is not None and self.answer_text == self._continued_from:
                 pass  # a Continue that wrote nothing: the answer stays as it was (and can be continued)
             elif self.answer_id is not None:
-                self._save_answer(self.answer_text, "error", None)
+                self._save_answer(self.answer_text, ended, None)
             elif self.answer_text:
-                self._keep_unsaved(self.answer_text, "error", {})
+                self._keep_unsaved(self.answer_text, ended, {})
             self.generating = False
             self._reload_messages()
             self._render_all()

@@ -15,6 +15,7 @@ from typing import Any
 
 from PySide6.QtCore import QCoreApplication
 
+from engines.errors import CancelledError
 from engines.types import DeviceChoice, Placement, short_ep_name
 from ui.device_state import StateBanner
 from ui.widgets import error_text
@@ -82,7 +83,8 @@ def derive(inputs: ChatInputs) -> ChatState:
         kind, text, details = "neutral", tr("Chat model not loaded"), ""
     if inputs.answer_error is not None:
         message, hint = error_text(inputs.answer_error)
-        banners.append(StateBanner(message, hint, "error"))
+        stopped = isinstance(inputs.answer_error, CancelledError)  # the user's own Stop: news, not a failure
+        banners.append(StateBanner(message, hint, "info" if stopped else "error"))
     return ChatState(kind, text, details, tuple(banners), shown)
 
 

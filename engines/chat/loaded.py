@@ -15,15 +15,17 @@ from engines.chat.model import (
     ModelFolder,
     ProviderPlan,
     chat_devices,
+    discover,
     genai,
     load_native_model,
     plan_providers,
     validate_model_folder,
 )
+from engines.chat.prepared import Prepared
 from engines.chat.types import ChatMessage, ChatOptions
 from engines.errors import ModelError
 from engines.models import trial
-from engines.types import DeviceChoice, Placement, short_ep_name
+from engines.types import CPU_EP, DeviceChoice, Placement, short_ep_name
 
 __all__ = ["ChatModel"]
 
@@ -61,13 +63,15 @@ class ChatModel:
         *,
         available: frozenset[str] | None = None,
         check_memory: bool = True,
+        prepared: Prepared | None = None,
     ) -> ChatModel:
         """Validate the folder, check it fits in memory, configure the providers, load model and tokenizer,
-        check the template. A model that cannot fit in this machine's RAM is refused before loading."""
+        check the template. A model that cannot fit in this machine's RAM is refused before loading.
+        `prepared`: the folder check and devices the process that started this one did already."""
         from engines.models.fit import MAY_BE_SLOW, WONT_FIT, estimate_fit
 
         choice = choice or DeviceChoice()
-        info = validate_model_folder(folder)
+        info = (prepared.folder_for(folder) if prepared is not None else None) or validate_model_folder(folder)
         fit = estimate_fit(Path(info.path))
         if check_memory and fit.verdict == WONT_FIT:
             raise ModelError(
@@ -76,8 +80,11 @@ class ChatModel:
             )
         # Before onnxruntime-genai runs the model or its template in this process: once, in a bounded child.
         trial.ensure_tried(info.path, trial.CHAT)
-        plan = plan_providers(info, choice, chat_devices(available))
-        og = genai()
+        devices = prepared.devices if prepared is not None and available is None else chat_devices(available)
+        plan = plan_providers(info, choice, devices)
+        if prepared is not None and plan.ep != CPU_EP:
+            discover()  # a device EP: registered in this process too (plugin libraries), as discovery does
+        og = genai(runtime_first=prepared is None or plan.ep != CPU_EP)
         model, plan = load_native_model(og, info, plan, strict=choice.strict)
         try:
             tokenizer = og.Tokenizer(model)

@@ -34,8 +34,8 @@ log = logging.getLogger(__name__)
 __all__ = [
     "CHAT_TEMPLATE_FILE", "DML_EP", "GENAI_CONFIG", "GENAI_PROVIDER_NAMES", "QNN_EP", "TOKENIZER_CONFIG",
     "TOKENIZER_JSON", "TOKENIZER_MODULE", "ModelFolder", "ProviderPlan", "chat_devices", "configure",
-    "ep_from_genai_name", "genai", "load_native_model", "missing_reason", "plan_providers", "register_plugin_ep",
-    "register_qnn_plugin", "use_fake_genai", "validate_model_folder",
+    "discover", "ep_from_genai_name", "genai", "load_native_model", "missing_reason", "plan_providers",
+    "register_plugin_ep", "register_qnn_plugin", "use_fake_genai", "validate_model_folder",
 ]
 
 # Which EPs can serve a device type for chat, best first.
@@ -182,13 +182,22 @@ _registered_plugins: dict[str, str] = {}
 _plugin_lock = threading.Lock()
 
 
-def genai() -> Any:
-    """The onnxruntime_genai module (a test fake when one is installed with `use_fake_genai`)."""
+def genai(runtime_first: bool = True) -> Any:
+    """The onnxruntime_genai module (a test fake when one is installed with `use_fake_genai`).
+    `runtime_first=False`: a CPU-only process may leave ONNX Runtime's Python module out (see
+    engines.runtime.import_genai)."""
     if _og_override is not None:
         return _og_override
     from engines import runtime
 
-    return runtime.import_genai()
+    return runtime.import_genai(runtime_first=runtime_first)
+
+
+def discover() -> Any:
+    """Device discovery in this process (it registers the plugin EPs with ONNX Runtime)."""
+    from engines.runtime.devices import discover as run_discovery
+
+    return run_discovery()
 
 
 def use_fake_genai(module: Any) -> None:

@@ -30,21 +30,19 @@ manifest's hash or modification time), in memory and in a small JSON file the ap
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
-import multiprocessing
 import os
 import signal
 import tempfile
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from engines import jsonfile
-from engines.errors import ModelError
+from engines import child, jsonfile
+from engines.errors import CancelledError, ModelError
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +82,12 @@ def _limits(folder: Path) -> tuple[float, int]:
     return seconds, memory
 
 
+def time_limit(folder: str | os.PathLike[str]) -> float:
+    """The seconds the trial of `folder` may take (60 s + 30 s per GB; NPU_STUDIO_TRIAL_SECONDS: fixed).
+    Also the longest an untrusted model may keep the app's chat engine waiting for one token."""
+    return _limits(Path(folder))[0]
+
+
 def _folder_bytes(folder: Path) -> int:
     total = 0
     for path in folder.rglob("*"):
@@ -97,6 +101,8 @@ def content_key(folder: Path, kind: str) -> str:
     """What the verdict is about: every file's name and size, small files' bytes, large files' manifest
     hash (or modification time when the manifest does not list it)."""
     listed: dict[str, str] = {}
+    import hashlib  # here, not at import: the chat engine's child imports this module and never hashes
+
     digest = hashlib.sha256(f"trial-v1\0{kind}\0".encode())
     with contextlib.suppress(jsonfile.JsonFileError):
         manifest = jsonfile.read_object(folder / "manifest.json")
@@ -175,16 +181,24 @@ def _save_verdict(file: Path | None, key: str, folder: Path) -> None:
 
 
 def ensure_tried(
-    folder: str | os.PathLike[str], kind: str, *, model_file: str = "", input_size: tuple[int, int] = (224, 224)
+    folder: str | os.PathLike[str],
+    kind: str,
+    *,
+    model_file: str = "",
+    input_size: tuple[int, int] = (224, 224),
+    should_stop: Callable[[], bool] | None = None,
+    on_trying: Callable[[], None] | None = None,
 ) -> None:
     """Try the model in `folder` in a bounded child process unless it is trusted or passed before;
-    ModelError when the trial crashes, hangs past its time, runs out of memory or fails."""
+    ModelError when the trial crashes, hangs past its time, runs out of memory or fails. `on_trying()`
+    is called when a trial really starts (not for a cached verdict); `should_stop()` true stops it
+    (CancelledError, nothing recorded)."""
     root = Path(folder)
     with _lock:
         enabled = _state["enabled"] and os.environ.get("NPU_STUDIO_MODEL_TRIAL") != "0"
         verdicts = _state["verdicts"]
-    if not enabled or _trusted(root) or _faked() or multiprocessing.current_process().daemon:
-        return  # (a daemon process, such as the app's chat engine, cannot start a child)
+    if not enabled or _trusted(root) or _faked() or child.in_child():
+        return  # (a child process, such as the app's chat engine or a trial, starts no children)
     key = content_key(root, kind)
     with _lock:
         if key in _passed:
@@ -194,8 +208,10 @@ def ensure_tried(
             _passed.add(key)
         return
     seconds, memory = _limits(root)
+    if on_trying is not None:
+        on_trying()
     run_bounded(_trial, (str(root), kind, model_file, input_size), seconds=seconds, memory=memory,
-                what=f"The model in {root}")
+                what=f"The model in {root}", should_stop=should_stop)
     with _lock:
         _passed.add(key)
     _save_verdict(verdicts, key, root)
@@ -204,14 +220,19 @@ def ensure_tried(
 # --- the bounded child -----------------------------------------------------------------------------
 
 
-def run_bounded(target: Any, args: tuple[Any, ...], *, seconds: float, memory: int, what: str) -> Any:
-    """`target(*args)` in a spawned child limited to `seconds` and (POSIX) `memory` bytes of address
-    space; its return value, or a ModelError saying how it failed. Ctrl+C / SIGTERM kill the child."""
-    ctx = multiprocessing.get_context("spawn")
-    parent, child = ctx.Pipe(duplex=False)
-    process = ctx.Process(target=_child_main, args=(child, memory, target, args), name="npu-studio-trial", daemon=True)
-    process.start()
-    child.close()
+def run_bounded(
+    target: Any,
+    args: tuple[Any, ...],
+    *,
+    seconds: float,
+    memory: int,
+    what: str,
+    should_stop: Callable[[], bool] | None = None,
+) -> Any:
+    """`target(*args)` in a child (engines/child.py) limited to `seconds` and (POSIX) `memory` bytes of address
+    space; its return value, or a ModelError saying how it failed. Ctrl+C / SIGTERM kill the child, and so
+    does `should_stop()` turning true (checked at each poll, 50 ms): then CancelledError."""
+    process, parent = child.start(_child_main, (memory, target, args), name="npu-studio-trial", duplex=False)
     deadline = time.monotonic() + seconds
     try:
         while True:
@@ -224,6 +245,8 @@ def run_bounded(target: Any, args: tuple[Any, ...], *, seconds: float, memory: i
             if not process.is_alive():
                 outcome = None
                 break
+            if should_stop is not None and should_stop():
+                raise CancelledError(f"Stopped trying {what[0].lower()}{what[1:]}.")
             if time.monotonic() > deadline:
                 raise ModelError(
                     f"{what} did not finish loading and running once within {seconds:.0f} s; it was stopped. "

@@ -135,11 +135,13 @@ def windows_build() -> int:
     return int(getter().build) if getter is not None else 0
 
 
-def import_genai() -> ModuleType:
+def import_genai(runtime_first: bool = True) -> ModuleType:
     """onnxruntime_genai, imported after onnxruntime: the Windows ML genai build (onnxruntime-genai-winml)
     uses the ONNX Runtime already loaded in the process (its ARM64 wheel carries none of its own), and the
-    plugin EPs registered there."""
-    if _override is None:
+    plugin EPs registered there. `runtime_first=False` (a process that runs genai on the CPU only) skips
+    that import outside Windows: there genai loads the onnxruntime package's own library itself, and ONNX
+    Runtime's Python module (with numpy) would only add memory."""
+    if _override is None and (runtime_first or sys.platform == "win32"):
         importlib.import_module("onnxruntime")
     return importlib.import_module("onnxruntime_genai")
 

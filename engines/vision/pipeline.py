@@ -55,10 +55,11 @@ def decode_ahead(
     lookahead: int = 16,
     cancel: CancelToken | None = None,
 ) -> Iterator[Decoded]:
-    """Decoded photos in input order, `lookahead` photos decoded ahead at most. Cancel is checked
-    before each photo is handed out (raises CancelledError); photos not started yet are dropped."""
-    workers = workers or decode_workers()
-    if workers <= 1:
+    """Decoded photos in input order, `lookahead` photos decoded ahead at most, on `workers` pool threads
+    (0: on the calling thread, no overlap). Cancel is checked before each photo is handed out (raises
+    CancelledError); photos not started yet are dropped."""
+    workers = decode_workers() if workers is None else workers
+    if workers <= 0:
         for index, path in enumerate(paths):
             if cancel is not None and cancel.cancelled:
                 raise CancelledError("Classification cancelled.")

@@ -49,7 +49,9 @@ CATEGORIES: dict[str, str] = {
         "Models whose graph or chat template never finishes, recurses until the stack overflows or allocates "
         "without end: tried once in a bounded child process (engines/models/trial.py), never in the process "
         "that asked; every later render of a user model's chat template runs in the chat engine's child "
-        "process, bounded in time and memory (app/chat_bounds.py), in the CLI and in the app alike."
+        "process, bounded in time and memory (app/chat_bounds.py), in the CLI and in the app alike. A user "
+        "model whose graph hangs only while generating is stopped at its token bound (the trial's time "
+        "limit), and Stop always stops: an engine that does not answer it is killed (app/chat_watch.py)."
     ),
     "Damaged state": (
         "Files NPU Studio reads back (settings, model manifests and configs, benchmark history, the "

@@ -18,6 +18,7 @@ import psutil
 import pytest
 
 from app.cli import run
+from engines.child import is_child_command
 from engines.models import trial
 from tests.reliability.conftest import REPO, Recorder
 from tests.unit.tiny_models import colour_classifier, endless_loop_classifier
@@ -128,7 +129,7 @@ def _cli_child(args: list[str], home: Path) -> subprocess.Popen[str]:
 def _trial_children(pid: int, wait: float = 20.0) -> list[psutil.Process]:
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
-        found = [c for c in psutil.Process(pid).children(recursive=True) if "multiprocessing" in " ".join(c.cmdline())]
+        found = [c for c in psutil.Process(pid).children(recursive=True) if is_child_command(c.cmdline())]
         if found:
             return found
         time.sleep(0.1)

@@ -18,6 +18,7 @@ import psutil
 import pytest
 
 from app.cli import run
+from engines.child import is_child_command
 from engines.models import trial
 from tests.reliability.conftest import REPO, Recorder
 from tests.reliability.test_model_code import chat_folder
@@ -112,7 +113,7 @@ class _Cli:
 
 def _engines_of(pid: int) -> list[psutil.Process]:
     with_children = psutil.Process(pid).children(recursive=True)
-    return [c for c in with_children if "multiprocessing" in " ".join(c.cmdline())]
+    return [c for c in with_children if is_child_command(c.cmdline())]
 
 
 def test_interactive_chat_keeps_the_conversation_and_exits_with_one_line_when_the_template_crashes(

@@ -188,3 +188,24 @@ def test_nothing_to_run_without_a_model_or_device(
     assert view.run_button.isEnabled()
     empty, _ = make_view([])
     assert not empty.run_button.isEnabled() and "No models to benchmark." in empty.banners.messages()
+
+
+def test_a_second_build_of_a_model_is_listed_by_what_sets_it_apart(qtbot: Any, tmp_path: Path) -> None:
+    plain = BenchModel("efficientnet-lite0", "EfficientNet-Lite0 (ImageNet-1k)", "vision", tmp_path / "a")
+    qdq = BenchModel(
+        "efficientnet-lite0-qdq",
+        "EfficientNet-Lite0 (ImageNet-1k), QDQ for the NPU (uint16 activations, uint8 weights)",
+        "vision",
+        tmp_path / "b",
+    )
+    other = BenchModel("my-build", "EfficientNet-Lite0", "vision", tmp_path / "c")
+    view = BenchView()
+    qtbot.addWidget(view)
+    view.set_models([plain, qdq, other])
+    texts = [view.model_list.item(row).text() for row in range(view.model_list.count())]
+    assert texts == [
+        "EfficientNet-Lite0 · classifier",
+        "EfficientNet-Lite0 · QDQ for the NPU · classifier",
+        "EfficientNet-Lite0 · my-build · classifier",
+    ]
+    assert view.model_list.item(1).toolTip().startswith(qdq.title)

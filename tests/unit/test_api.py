@@ -77,5 +77,8 @@ def test_open_classifier_runs_a_real_model_by_name_from_the_library(tmp_path: Pa
     clf = engines.open_classifier("colours", "cpu", library=[tmp_path / "lib"], warmup=False)
     assert clf.placement.primary_ep == CPU_EP and not clf.placement.fell_back
     assert clf.model_folder == (tmp_path / "lib" / "colours").resolve()
+    # its threads wait without spinning: the folder pipeline's decoders share the cores (engines/vision/pipeline.py)
+    options = clf.engine.session.get_session_options()
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
     with pytest.raises(engines.ModelError, match="installed: colours"):
         engines.open_classifier("nope", "cpu", library=[tmp_path / "lib"])

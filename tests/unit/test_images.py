@@ -159,3 +159,40 @@ def test_manifest_preprocessing_is_validated() -> None:
     for bad in ({"input_size": [1]}, {"mean": [1, 2]}, {"resample": "magic"}, {"layout": "CHWN"}):
         with pytest.raises(ValueError):
             Preprocess.from_manifest(bad)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        Preprocess(),
+        Preprocess(layout="NHWC", color="BGR"),
+        Preprocess(mean=(123.675, 116.28, 103.53), std=(58.395, 57.12, 57.375)),
+    ],
+)
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_to_tensor_gives_the_same_bits_as_normalising_the_float_image(
+    spec: Preprocess, dtype: type[np.floating]
+) -> None:
+    # What a hand-written script computes: (float32(pixels) - mean) / std, then the layout.
+    pixels = np.random.default_rng(3).integers(0, 256, (224, 224, 3), dtype=np.uint8)
+    floats = pixels.astype(np.float32)
+    if spec.color == "BGR":
+        floats = floats[..., ::-1]
+    expected = (floats - np.asarray(spec.mean, np.float32)) / np.asarray(spec.std, np.float32)
+    if spec.layout == "NCHW":
+        expected = expected.transpose(2, 0, 1)
+    tensor = to_tensor(Image.fromarray(pixels), spec, dtype)
+    assert tensor.dtype == dtype and tensor.flags.c_contiguous
+    assert np.array_equal(tensor, np.ascontiguousarray(expected).astype(dtype))
+
+
+def test_a_tiny_std_gives_infinities_without_a_warning() -> None:
+    """A hostile manifest's std: the tensor holds inf (the result check refuses the model), and numpy's
+    overflow warning does not leak to the user's console."""
+    import warnings
+
+    img = Image.new("RGB", (8, 8), (200, 10, 0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tensor = to_tensor(img, Preprocess(input_size=(8, 8), std=(1e-45, 1e-45, 1e-45)))
+    assert not np.isfinite(tensor).all()
