@@ -86,7 +86,7 @@ def serve(conn: Any, cancel_event: Any) -> None:
     root.handlers[:] = [_PipeLogHandler(conn)]
     root.setLevel(logging.INFO)
     from app import chat_bounds, model_trials
-    from app.memory import release_free_memory
+    from app.memory import release_free_memory, release_mapped_pages
     from engines.chat.generation import observe_renders
     from engines.models import trial
 
@@ -112,6 +112,7 @@ def serve(conn: Any, cancel_event: Any) -> None:
                     chat_bounds.limit_memory(Path(folder))
                 info = session.load(folder, choice, lambda t: conn.send(("status", t)), *prepared[:1])
                 release_free_memory()  # the load's temporary buffers, not kept while the child idles
+                release_mapped_pages(folder)  # the weights file's pages read once, while prepacking
                 conn.send(("loaded", info))
             elif op == "generate":
                 _, kind, conversation_id, text, history, system_prompt, overrides = request

@@ -67,7 +67,7 @@ def try_first(folder: str, on_status: Callable[[str], None], should_stop: Callab
         folder,
         trial.CHAT,
         should_stop=should_stop,
-        on_trying=lambda: on_status(f"Trying {name} once in a bounded process (a model that is not bundled)…"),
+        on_trying=lambda: on_status(f"Trying {name} once in a separate, time-limited process (not a bundled model)…"),
     )
 
 

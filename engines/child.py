@@ -49,7 +49,7 @@ def is_child_command(command: list[str]) -> bool:
 
 def lean_children() -> bool:
     """Children are plain subprocesses here (POSIX, not frozen); else multiprocessing spawn."""
-    return os.name == "posix" and not getattr(sys, "frozen", False)
+    return os.name == "posix" and not getattr(sys, "frozen", False) and bool(sys.executable)
 
 
 def in_child() -> bool:
