@@ -261,6 +261,21 @@ def test_choosing_another_model_gives_up_a_running_trial(
         assert host.shutdown(), "the chat host did not stop"
 
 
+def test_stop_on_the_chat_host_ends_a_running_trial(qtbot: Any, always_hangs: Path) -> None:
+    host = ChatHost()
+    try:
+        host.load(always_hangs, CPU)
+        qtbot.waitUntil(lambda: bool(_engine_children("npu-studio-trial")), timeout=TIMEOUT)
+        started = time.monotonic()
+        with qtbot.waitSignal(host.failed, timeout=TIMEOUT) as failed:
+            host.cancel()  # what the chat view's Stop does
+        assert isinstance(failed.args[0], CancelledError) and "Stopped trying" in failed.args[0].message
+        assert time.monotonic() - started < 2.0
+        qtbot.waitUntil(lambda: not _engine_children("npu-studio-trial"), timeout=5_000)
+    finally:
+        assert host.shutdown(), "the chat host did not stop"
+
+
 # --- the app itself ----------------------------------------------------------------------------------------
 
 
