@@ -30,6 +30,7 @@ class ChatWorker(Worker):
     generation_finished = Signal(object)  # GenerationStats.as_dict() + model identity and final text
     cancelled = Signal(object)  # same as finished, stop_reason "cancelled"
     tokens_counted = Signal(str, int)  # a draft and its token count with the loaded model's tokenizer
+    model_unloaded = Signal()  # the engine was stopped with its model (it hung, its template was unsafe)
 
     def __init__(self, loader: Callable[[Path, DeviceChoice], Any] | None = None) -> None:
         super().__init__()
@@ -111,6 +112,9 @@ class ChatWorker(Worker):
 
                 if exc.device_failure and self._ep:
                     note_failure(exc, self._ep)
+                if self._process is not None and self._process.last_load is None and self._ep:
+                    self._ep = ""  # stopped for what the model did: it is not loaded again unasked
+                    emit(self.model_unloaded)
                 raise
             emit(self.cancelled if data.get("stop_reason") == "cancelled" else self.generation_finished, data)
 
@@ -177,6 +181,7 @@ class ChatHost(Host):
     generation_finished = Signal(object)
     cancelled = Signal(object)
     tokens_counted = Signal(str, int)
+    model_unloaded = Signal()
     RELAYED = (
         "model_loaded",
         "generation_started",
@@ -184,6 +189,7 @@ class ChatHost(Host):
         "generation_finished",
         "cancelled",
         "tokens_counted",
+        "model_unloaded",
     )
     _load = Signal(str, object, object)
     _generate = Signal(str, int, str, object, str, object, object)

@@ -84,7 +84,7 @@ def hang_error(seconds: float, first: bool) -> StudioError:
     return ModelError(
         f"The model did not produce {which} within {seconds:.0f} s; its graph may loop without end on this "
         "conversation. The chat engine was stopped and this model unloaded.",
-        "Choose another model, or choose this one again to retry; use model folders from a source you trust.",
+        "Choose another model; use model folders from a source you trust.",
     )
 
 

@@ -212,6 +212,7 @@ class Studio(QObject):
         self.chat.status.connect(lambda t: w.set_status("chat", t))
         self.chat.status.connect(lambda t: ch.show_model_loading(t) if t else None)
         self.chat.model_loaded.connect(ch.on_model_loaded)
+        self.chat.model_unloaded.connect(ch.on_model_unloaded)
         self.chat.generation_started.connect(ch.on_generation_started)
         self.chat.text_generated.connect(ch.on_text)
         self.chat.generation_finished.connect(ch.on_finished)

@@ -22,6 +22,7 @@ import atexit
 import contextlib
 import mmap
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -49,7 +50,7 @@ def is_child_command(command: list[str]) -> bool:
 
 def lean_children() -> bool:
     """Children are plain subprocesses here (POSIX, not frozen); else multiprocessing spawn."""
-    return os.name == "posix" and not getattr(sys, "frozen", False)
+    return os.name == "posix" and not getattr(sys, "frozen", False) and bool(sys.executable)
 
 
 def in_child() -> bool:
@@ -174,6 +175,9 @@ def start(target: Callable[..., Any], args: tuple[Any, ...] = (), *, name: str, 
 def _main(fd: int) -> None:
     """The child's entry: receive the target and its arguments, run it with the connection."""
     _state["in_child"] = True
+    # Ctrl+C reaches the whole process group; the parent decides what stops (both engines' children
+    # ignore it too, once their target runs; this covers the imports before).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     conn = Connection(fd)
     try:
         target, args = conn.recv()

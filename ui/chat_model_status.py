@@ -52,6 +52,13 @@ class ModelStatus:
         self.composer.recount()
         self.rederive()
 
+    def on_model_unloaded(self) -> None:
+        """The chat engine was stopped with its model (it hung, or its template was unsafe): no model is
+        loaded now; the answer's error says why."""
+        self.model_info = {}
+        self.inputs.info = {}
+        self.rederive()
+
     def on_model_failed(self, error: object) -> None:
         self.model_spinner.stop()
         self.model_info = {}

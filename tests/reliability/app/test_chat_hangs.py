@@ -261,6 +261,21 @@ def test_choosing_another_model_gives_up_a_running_trial(
         assert host.shutdown(), "the chat host did not stop"
 
 
+def test_stop_on_the_chat_host_ends_a_running_trial(qtbot: Any, always_hangs: Path) -> None:
+    host = ChatHost()
+    try:
+        host.load(always_hangs, CPU)
+        qtbot.waitUntil(lambda: bool(_engine_children("npu-studio-trial")), timeout=TIMEOUT)
+        started = time.monotonic()
+        with qtbot.waitSignal(host.failed, timeout=TIMEOUT) as failed:
+            host.cancel()  # what the chat view's Stop does
+        assert isinstance(failed.args[0], CancelledError) and "Stopped trying" in failed.args[0].message
+        assert time.monotonic() - started < 2.0
+        qtbot.waitUntil(lambda: not _engine_children("npu-studio-trial"), timeout=5_000)
+    finally:
+        assert host.shutdown(), "the chat host did not stop"
+
+
 # --- the app itself ----------------------------------------------------------------------------------------
 
 
@@ -347,6 +362,34 @@ def test_stop_in_the_app_during_a_hang_keeps_the_answer_and_the_next_message_ans
     assert len(stored) == answers + 1 and stored[-1].stop_reason in ("length", "eos", "context")
     assert stored[-2].text == partial  # the stopped answer is still there
     assert view.model_info.get("name") == "hangs-later" and not view.inputs.loading  # loaded again, said so
+
+
+def test_the_app_stops_a_model_that_hangs_later_and_goes_on_with_another(
+    make_studio: Callable[..., Any], qtbot: Any, hangs_later: Path, tiny_llm: Path, reliability: Recorder
+) -> None:
+    shutil.copytree(tiny_llm, paths.user_models_dir() / "tiny")
+    studio = make_studio()
+    _show(studio, qtbot)
+    view = studio.chat_view
+    _choose(studio, qtbot, "hangs-later")
+    qtbot.waitUntil(lambda: view.model_info.get("name") == "hangs-later", timeout=TIMEOUT)
+    child = studio.chat.worker._process._process
+    assert view.send_text("hi")
+    qtbot.waitUntil(lambda: not view.generating, timeout=TIMEOUT)
+    error = view.inputs.answer_error
+    banners = _banner_texts(view)
+    reliability.record(CATEGORY, "the app: a user model that passed its trial, then hangs mid-answer",
+                       "stopped at its token bound; the error and 'not loaded' shown; another model loads and "
+                       "answers", banners)  # fmt: skip
+    assert isinstance(error, ModelError) and "next token" in error.message
+    assert any(severity == "error" and "next token" in text for severity, text in banners), banners
+    assert not child.is_alive() and view.model_info == {} and not view.inputs.info  # no model now, says the chip
+    assert view.messages[-1].role == "assistant" and view.messages[-1].text  # the answer so far is kept
+    _choose(studio, qtbot, "tiny")
+    qtbot.waitUntil(lambda: view.model_info.get("name") == "tiny", timeout=TIMEOUT)
+    assert view.send_text("hello")
+    qtbot.waitUntil(lambda: not view.generating, timeout=TIMEOUT)
+    assert view.inputs.answer_error is None and view.messages[-1].stop_reason in ("length", "eos", "context")
 
 
 @pytest.mark.parametrize("when", ["trial", "hang"])
