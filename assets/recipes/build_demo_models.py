@@ -59,7 +59,7 @@ SAMPLES_DIR = REPO_ROOT / "assets" / "samples"
 # an older version are then rebuilt instead of being reported up to date.
 CLASSIFIER_RECIPE_VERSION = 1
 CLASSIFIER_QDQ_RECIPE_VERSION = 1
-CHAT_RECIPE_VERSION = 5
+CHAT_RECIPE_VERSION = 6
 
 # Classifier contract (recorded in the manifest; the engines preprocess from the manifest).
 CLASSIFIER_NAME = "efficientnet-lite0"
@@ -84,10 +84,13 @@ CHAT_NAME = "smollm2-135m-instruct"
 # 7.65; fp32 7.66):
 # - The builder's graph, then the GGUF's own blocks placed exactly (chat_gguf_weights.py: Q4_1 projections
 #   as uint4 MatMulNBits plus an fp32 block-sum offset, gate and up fused into one node; Q8_0 embeddings /
-#   LM head as uint8): 96.9 %, perplexity 7.68, 117 MB (model.onnx*), time to first token unchanged, decode
-#   ~8 % slower than the builder's own int4 (side by side: 143 vs 155 tok/s, llama.cpp 150): the offsets add
-#   ~13 MB read per token and ~360 small nodes (a MatMul with a block-indicator matrix for the block sums;
-#   Reshape + ReduceSum instead was not faster and slowed the prompt; fusing gate/up gained ~1 %).
+#   LM head as uint8): 97.3 %, perplexity 7.71, 115 MB (model.onnx*), time to first token unchanged (~0.7x
+#   llama.cpp's), decode ~9 % slower than the builder's own int4 (side by side on a quiet machine: 155 vs
+#   170 tok/s, llama.cpp 163-168): the offsets add ~13 MB read per token and 480 small nodes. Steps
+#   measured: MatMul with a block-indicator matrix for the block sums 96.9 % / 7.68 at -3 % decode vs
+#   Reshape + ReduceSum; fusing gate/up +1 %; no zero-point input (the default 8 / 128 is the one written,
+#   the kernel skips a per-block load) +2-4 %. With int8 activations the figures move by ~0.4 % / ~0.03
+#   between numerically equivalent graphs (a 1e-7 change flips some activation roundings).
 #   The builder re-quantizes the dequantized weights (a second rounding): with k_quant_mixed (int4 k-quant,
 #   int8 LM head and int8 for the most sensitive layers) 77.6 % / 8.85, 113 MB; k_quant_last 74.3 % / 9.75;
 #   the plain int4 default answers badly; rtn_last and asymmetric int4 (also block size 16) 74-77 %; int8

@@ -9,7 +9,7 @@ that cost ~20 points of next-token agreement with the fp32 model. The GGUF's blo
   (~50x slower at decode). So the node keeps the fast uint4 form ``d*(q - 8)`` and the rest,
   ``c = 8d + m`` per (block, column), is added by a small fp32 product:
   ``y = x·W_q + blocksum(x)·C`` with ``blocksum(x)`` (one value per 32 inputs) shared by the projections
-  that read the same input.
+  that read the same input ([batch, sequence, K] inputs, the builder's layout).
 * Q8_0 (token embeddings, tied to the LM head): ``w = d*q``, q in -128..127: uint8 ``q + 128`` with the
   default zero point 128, exact.
 
@@ -188,7 +188,7 @@ def rewrite(
     replaced: dict[str, onnx.TensorProto] = {}
     nodes: list[onnx.NodeProto] = []
     block_sums: dict[str, str] = {}
-    indicators: dict[int, str] = {}
+    shapes: dict[int, str] = {}
     new_inits: list[onnx.TensorProto] = []
     worst = 0.0
     counts = {4: 0, 8: 0}
@@ -248,7 +248,9 @@ def rewrite(
         for old in node.input[1:4]:
             replaced.setdefault(old, inits[old])  # kept only if still used (the embedding's Reshape)
         del node.input[1:]
-        node.input.extend(names)
+        # Without a zero-point input MatMulNBits uses 2^(bits-1), exactly the one written: the kernel then
+        # skips a per-block load and multiply (~4 % faster decode). The tensor stays for the embedding lookup.
+        node.input.extend(names[:2])
         for attr in node.attribute:
             if attr.name == "bits":
                 attr.i = packed.bits
@@ -260,13 +262,24 @@ def rewrite(
             continue
         source, target = node.input[0], node.output[0]
         if source not in block_sums:
-            if k not in indicators:
-                indicator = np.kron(np.eye(k // BLOCK, dtype=np.float32), np.ones((BLOCK, 1), np.float32))
-                indicators[k] = f"/gguf/block_sum_{k}"
-                new_inits.append(numpy_helper.from_array(indicator, indicators[k]))
+            # Reshape (a view) + ReduceSum: ~3 % faster decode than a MatMul with a block-indicator matrix.
+            if not shapes:
+                new_inits.append(numpy_helper.from_array(np.array([-1], np.int64), "/gguf/last_axis"))
+            if k not in shapes:
+                shapes[k] = f"/gguf/blocks_of_{k}"
+                new_inits.append(numpy_helper.from_array(np.array([0, 0, k // BLOCK, BLOCK], np.int64), shapes[k]))
             block_sums[source] = f"{source}/block_sum"
             nodes.append(
-                helper.make_node("MatMul", [source, indicators[k]], [block_sums[source]], name=f"{node.name}/BlockSum")
+                helper.make_node("Reshape", [source, shapes[k]], [f"{source}/blocks"], name=f"{node.name}/Blocks")
+            )
+            nodes.append(
+                helper.make_node(
+                    "ReduceSum",
+                    [f"{source}/blocks", "/gguf/last_axis"],
+                    [block_sums[source]],
+                    name=f"{node.name}/BlockSum",
+                    keepdims=0,
+                )
             )
         corr_name = f"{prefix}block_offset"
         new_inits.append(numpy_helper.from_array(packed.correction, corr_name))
@@ -299,6 +312,7 @@ def rewrite(
     data_name = model_path.name + ".data"
     (model_path.parent / data_name).unlink(missing_ok=True)
     onnx.save(model, str(model_path), save_as_external_data=True, all_tensors_to_one_file=True, location=data_name)
+    (model_path.parent / data_name).chmod(0o644)  # onnx writes it owner-only; the builder's files are 0644
     log(f"  placed the GGUF's weights exactly: {counts[4]} Q4_1 and {counts[8]} Q8_0 projections, max diff {worst:g}")
     return {"q4_1_projections": counts[4], "q8_0_projections": counts[8], "max_weight_diff": worst}
 

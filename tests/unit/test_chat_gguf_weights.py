@@ -61,12 +61,12 @@ def builder_like_model(path: Path) -> None:
     graph = helper.make_graph(
         nodes,
         "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, K])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, K])],
         [
-            helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, N_DOWN]),
-            helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, N_VOCAB]),
-            helper.make_tensor_value_info("gate", TensorProto.FLOAT, [1, N_DOWN]),
-            helper.make_tensor_value_info("up", TensorProto.FLOAT, [1, N_DOWN]),
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, N_DOWN]),
+            helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 1, N_VOCAB]),
+            helper.make_tensor_value_info("gate", TensorProto.FLOAT, [1, 1, N_DOWN]),
+            helper.make_tensor_value_info("up", TensorProto.FLOAT, [1, 1, N_DOWN]),
         ],
         inits,
     )
@@ -118,7 +118,7 @@ def test_rewritten_nodes_compute_with_the_gguf_weights_exactly(
         "/lm_head/MatMul_Q8": 8,
         "/model/layers.0/mlp/gate_up_proj/MatMul_Q4": 4,
     }
-    x = np.random.default_rng(1).normal(0, 1, (1, K)).astype(np.float32)
+    x = np.random.default_rng(1).normal(0, 1, (1, 1, K)).astype(np.float32)
     session = ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
     y, logits, gate, up = session.run(["y", "logits", "gate", "up"], {"x": x})
     np.testing.assert_allclose(y, x @ reference["model.layers.0.mlp.down_proj.weight"].T, rtol=1e-5, atol=1e-5)
