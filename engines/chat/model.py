@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from engines.chat import threads
 from engines.chat.folder import (
     CHAT_TEMPLATE_FILE,
     DML_EP,
@@ -246,6 +247,10 @@ def configure(og: Any, folder: ModelFolder, plan: ProviderPlan) -> Any:
             f"onnxruntime-genai cannot read {GENAI_CONFIG}: {_first_line(exc)}",
             "The config does not match this onnxruntime-genai version; rebuild the model folder.",
         ) from exc
+    if plan.ep == CPU_EP and not threads.folder_sets_threads(folder.path / GENAI_CONFIG):
+        overlay = getattr(config, "overlay", None)  # onnxruntime-genai >= 0.6
+        if overlay is not None:
+            overlay(threads.threads_overlay(threads.decode_threads()))
     uses_qnn = plan.ep == QNN_EP or (plan.from_config and QNN_EP in folder.config_providers)
     backend_path = register_qnn_plugin(og) if uses_qnn else ""
     if plan.ep not in (QNN_EP, CPU_EP):

@@ -1,0 +1,45 @@
+"""How many threads the CPU decoder runs on when the model folder does not say.
+
+Left unset, onnxruntime-genai's CPU session decodes on one thread here (2 cores: 155 tok/s, the same as
+`intra_op_num_threads: 1`; with 2: ~205 tok/s on the demo model, tests/bench/bench_chat_peers.py). So
+NPU Studio asks for one thread per physical core it may run on (what ONNX Runtime recommends; a
+second hyper-thread per core only contends for the same units), unless the folder's own
+`genai_config.json` sets `intra_op_num_threads` (config_policy.py caps it at this machine's CPUs).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from engines.types import cpu_count
+
+THREADS_KEY = "intra_op_num_threads"
+
+
+def decode_threads() -> int:
+    """Physical cores, capped by the CPUs this process may run on (its affinity)."""
+    allowed = cpu_count()
+    try:
+        import psutil
+
+        physical = psutil.cpu_count(logical=False) or allowed
+    except ImportError:  # psutil is a dependency; without it, every allowed CPU
+        physical = allowed
+    return max(1, min(allowed, physical))
+
+
+def folder_sets_threads(config_path: Path) -> bool:
+    """True when the decoder's session options in the folder's config name a thread count."""
+    try:
+        config: Any = json.loads(config_path.read_text(encoding="utf-8"))
+        options = config["model"]["decoder"].get("session_options", {})
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return False
+    return isinstance(options, dict) and THREADS_KEY in options
+
+
+def threads_overlay(threads: int) -> str:
+    """The genai config overlay that sets the decoder's intra-op threads."""
+    return json.dumps({"model": {"decoder": {"session_options": {THREADS_KEY: threads}}}})
