@@ -48,10 +48,8 @@ def test_results_come_in_input_order_and_match_sequential_decoding(tmp_path: Pat
             assert a.preprocess_ms > 0
 
 
-def test_decoding_runs_on_the_pool_and_never_gets_more_than_the_lookahead_ahead(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    paths = _photos(tmp_path / "p", 40)
+def _record_decoding_threads(monkeypatch: pytest.MonkeyPatch) -> set[str]:
+    """The names of the threads that decode photos from now on (filled as they decode)."""
     threads: set[str] = set()
     real = pipeline.preprocess
 
@@ -60,6 +58,14 @@ def test_decoding_runs_on_the_pool_and_never_gets_more_than_the_lookahead_ahead(
         return real(path, spec)  # type: ignore[arg-type]
 
     monkeypatch.setattr(pipeline, "preprocess", recording)
+    return threads
+
+
+def test_decoding_runs_on_the_pool_and_never_gets_more_than_the_lookahead_ahead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paths = _photos(tmp_path / "p", 40)
+    threads = _record_decoding_threads(monkeypatch)
     pulled = 0
 
     def source() -> Iterator[Path]:
@@ -81,14 +87,7 @@ def test_one_worker_still_decodes_on_the_pool_and_zero_on_the_calling_thread(
 ) -> None:
     # One pool thread is what overlaps decoding with inference on a 2-core machine; 0 is the no-overlap mode.
     paths = _photos(tmp_path / "p", 6)
-    threads: set[str] = set()
-    real = pipeline.preprocess
-
-    def recording(path: object, spec: Preprocess) -> np.ndarray:
-        threads.add(threading.current_thread().name)
-        return real(path, spec)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(pipeline, "preprocess", recording)
+    threads = _record_decoding_threads(monkeypatch)
     decoded = list(decode_ahead(paths, SPEC, workers=workers, lookahead=3))
     assert [d.path for d in decoded] == [str(p) for p in paths]
     assert all(name.startswith("npu-studio-decode") for name in threads) == on_pool
