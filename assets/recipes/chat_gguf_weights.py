@@ -33,6 +33,21 @@ Q8_0_BYTES = 34  # fp16 d, 32 int8
 MAX_WEIGHT_DIFF = 1e-6
 
 _LAYER = re.compile(r"^model\.layers\.(\d+)\.(attn|mlp)\.(\w+)\.MatMul\.weight_")
+# Q4_1 projections whose activations stay fp32 (MatMulNBits accuracy_level 1) instead of the CPU's int8
+# per block: the q/k/v projections of every layer and all of the first layers. Next-token agreement with
+# fp32 97.3 % -> 98.1 % (llama.cpp 97.7 %) for ~4 % of decode (see build_demo_models.py).
+FLOAT_ACTIVATION_PROJECTIONS = frozenset({"qkv_proj"})
+FLOAT_ACTIVATION_LAYERS = 4
+FLOAT_ACTIVATIONS = 1
+
+
+def float_activations(prefix: str, bits: int) -> bool:
+    """Whether the rewritten node for builder prefix `prefix` keeps fp32 activations. 8-bit nodes never do:
+    at accuracy level 1 they dequantize their weights on every call."""
+    match = _LAYER.match(prefix)
+    if bits != 4 or match is None:
+        return False
+    return match.group(3) in FLOAT_ACTIVATION_PROJECTIONS or int(match.group(1)) < FLOAT_ACTIVATION_LAYERS
 
 
 class WeightsError(RuntimeError):
@@ -254,6 +269,8 @@ def rewrite(
         for attr in node.attribute:
             if attr.name == "bits":
                 attr.i = packed.bits
+            if attr.name == "accuracy_level" and float_activations(prefix, packed.bits):
+                attr.i = FLOAT_ACTIVATIONS
         node.name = re.sub(r"_Q\d$", f"_Q{packed.bits}", node.name)
         if packed.correction is None:
             if split_into:
@@ -309,12 +326,18 @@ def rewrite(
     graph.node.extend(nodes)
     del graph.initializer[:]
     graph.initializer.extend(kept + new_inits)
+    floats = sum(
+        1 for n in nodes if n.op_type == "MatMulNBits"
+        for a in n.attribute if a.name == "accuracy_level" and a.i == FLOAT_ACTIVATIONS
+    )  # fmt: skip
     data_name = model_path.name + ".data"
     (model_path.parent / data_name).unlink(missing_ok=True)
     onnx.save(model, str(model_path), save_as_external_data=True, all_tensors_to_one_file=True, location=data_name)
     (model_path.parent / data_name).chmod(0o644)  # onnx writes it owner-only; the builder's files are 0644
-    log(f"  placed the GGUF's weights exactly: {counts[4]} Q4_1 and {counts[8]} Q8_0 projections, max diff {worst:g}")
-    return {"q4_1_projections": counts[4], "q8_0_projections": counts[8], "max_weight_diff": worst}
+    log(f"  placed the GGUF's weights exactly: {counts[4]} Q4_1 and {counts[8]} Q8_0 projections, max diff {worst:g}"
+        f"; {floats} with fp32 activations")  # fmt: skip
+    return {"q4_1_projections": counts[4], "q8_0_projections": counts[8], "max_weight_diff": worst,
+            "fp32_activation_projections": floats}  # fmt: skip
 
 
 def _retarget_embedding(gather: Any, nodes: list[Any], replaced: Mapping[str, Any]) -> None:

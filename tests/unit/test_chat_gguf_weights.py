@@ -108,7 +108,12 @@ def test_rewritten_nodes_compute_with_the_gguf_weights_exactly(
     model_path = tmp_path / "model.onnx"
     builder_like_model(model_path)
     report = exact.rewrite(model_path, exact.GgufWeights(gguf_path, 1, 1), reference, lambda message: None)
-    assert report == {"q4_1_projections": 3, "q8_0_projections": 1, "max_weight_diff": 0.0}
+    assert report == {
+        "q4_1_projections": 3,
+        "q8_0_projections": 1,
+        "max_weight_diff": 0.0,
+        "fp32_activation_projections": 3,  # the builder-like graph asks for level 1 everywhere
+    }
 
     rewritten = onnx.load(str(model_path))
     bits = {n.name: next(a.i for a in n.attribute if a.name == "bits") for n in rewritten.graph.node
@@ -125,6 +130,45 @@ def test_rewritten_nodes_compute_with_the_gguf_weights_exactly(
     np.testing.assert_allclose(logits, x @ reference["model.embed_tokens.weight"].T, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(gate, x @ reference["model.layers.0.mlp.gate_proj.weight"].T, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(up, x @ reference["model.layers.0.mlp.up_proj.weight"].T, rtol=1e-5, atol=1e-5)
+
+
+def test_fp32_activations_go_to_qkv_and_the_first_layers_only() -> None:
+    exact = load_module()
+    assert exact.float_activations("model.layers.0.mlp.down_proj.MatMul.weight_", 4)
+    assert exact.float_activations("model.layers.3.mlp.gate_up_proj.MatMul.weight_", 4)
+    assert exact.float_activations("model.layers.29.attn.qkv_proj.MatMul.weight_", 4)
+    assert not exact.float_activations("model.layers.4.mlp.down_proj.MatMul.weight_", 4)
+    assert not exact.float_activations("model.layers.12.attn.o_proj.MatMul.weight_", 4)
+    assert not exact.float_activations("model.layers.0.mlp.down_proj.MatMul.weight_", 8)  # would dequantize
+    assert not exact.float_activations("lm_head.MatMul.weight_", 8)
+
+
+def test_rewritten_nodes_take_the_chosen_accuracy_level(
+    tmp_path: Path, quantized: tuple[Path, dict[str, np.ndarray]]
+) -> None:
+    exact = load_module()
+    gguf_path, reference = quantized
+    model_path = tmp_path / "model.onnx"
+    builder_like_model(model_path)
+    model = onnx.load(str(model_path))
+    for node in model.graph.node:  # the builder's CPU default: int8 activations
+        for attr in node.attribute:
+            if attr.name == "accuracy_level":
+                attr.i = 4
+    onnx.save(model, str(model_path))
+    report = exact.rewrite(model_path, exact.GgufWeights(gguf_path, 1, 1), reference, lambda message: None)
+    assert report["fp32_activation_projections"] == 2
+    levels = {n.name: next(a.i for a in n.attribute if a.name == "accuracy_level")
+              for n in onnx.load(str(model_path)).graph.node if n.op_type == "MatMulNBits"}  # fmt: skip
+    assert levels == {  # layer 0's Q4_1 projections in fp32; the 8-bit LM head keeps int8 activations
+        "/model/layers.0/mlp/down_proj/MatMul_Q4": 1,
+        "/lm_head/MatMul_Q8": 4,
+        "/model/layers.0/mlp/gate_up_proj/MatMul_Q4": 1,
+    }
+    x = np.random.default_rng(1).normal(0, 1, (1, 1, K)).astype(np.float32)
+    session = ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
+    (y,) = session.run(["y"], {"x": x})
+    np.testing.assert_allclose(y, x @ reference["model.layers.0.mlp.down_proj.weight"].T, rtol=1e-5, atol=1e-5)
 
 
 def test_weights_that_differ_from_the_fp32_model_are_refused(
