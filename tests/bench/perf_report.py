@@ -69,8 +69,8 @@ BENCHMARKS: dict[str, Benchmark] = {
         "next-token agreement with the fp32 model and perplexity over 2,048 tokens, each runtime's own "
         "logits. Targets: decode ratio >= 1.0, first-token ratio <= 1.0, quality no worse. Read the speed "
         "ratios with the machine's load: llama.cpp's OpenMP threads spin-wait, and on cores busy with other "
-        "work its decode collapses (3-4 tok/s at load 7 on 2 cores, where n_threads=1 gave 38 tok/s); on a "
-        "quiet sitting of the same machine it decoded 101-117 tok/s against the engine's 86-91.",
+        "work its decode collapses (3-4 tok/s at load 7 on 2 cores, where n_threads=1 gave 38 tok/s), so "
+        "the figures below come from a quiet sitting (its load average is given).",
         (
             _f("engine_tps", "decode, NPU Studio", "tok/s"),
             _f("llama_tps", "decode, llama.cpp", "tok/s"),
