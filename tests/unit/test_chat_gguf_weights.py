@@ -6,6 +6,7 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 import pytest
@@ -100,14 +101,36 @@ def quantized(tmp_path: Path) -> tuple[Path, dict[str, np.ndarray]]:
     return tmp_path / "tiny.gguf", reference
 
 
-def test_rewritten_nodes_compute_with_the_gguf_weights_exactly(
-    tmp_path: Path, quantized: tuple[Path, dict[str, np.ndarray]]
-) -> None:
+def rewritten_builder_like(
+    tmp_path: Path, quantized: tuple[Path, dict[str, np.ndarray]], accuracy_level: int | None = None
+) -> tuple[Path, dict[str, Any]]:
+    """The builder-like model (with `accuracy_level` on every node, if given) rewritten; its path and report."""
     exact = load_module()
     gguf_path, reference = quantized
     model_path = tmp_path / "model.onnx"
     builder_like_model(model_path)
+    if accuracy_level is not None:
+        model = onnx.load(str(model_path))
+        for node in model.graph.node:
+            for attr in node.attribute:
+                if attr.name == "accuracy_level":
+                    attr.i = accuracy_level
+        onnx.save(model, str(model_path))
     report = exact.rewrite(model_path, exact.GgufWeights(gguf_path, 1, 1), reference, lambda message: None)
+    return model_path, report
+
+
+def matmul_attribute(model_path: Path, name: str) -> dict[str, int]:
+    """Each MatMulNBits node's integer attribute `name`, by node name."""
+    return {n.name: next(a.i for a in n.attribute if a.name == name)
+            for n in onnx.load(str(model_path)).graph.node if n.op_type == "MatMulNBits"}  # fmt: skip
+
+
+def test_rewritten_nodes_compute_with_the_gguf_weights_exactly(
+    tmp_path: Path, quantized: tuple[Path, dict[str, np.ndarray]]
+) -> None:
+    _, reference = quantized
+    model_path, report = rewritten_builder_like(tmp_path, quantized)
     assert report == {
         "q4_1_projections": 3,
         "q8_0_projections": 1,
@@ -115,10 +138,7 @@ def test_rewritten_nodes_compute_with_the_gguf_weights_exactly(
         "fp32_activation_projections": 3,  # the builder-like graph asks for level 1 everywhere
     }
 
-    rewritten = onnx.load(str(model_path))
-    bits = {n.name: next(a.i for a in n.attribute if a.name == "bits") for n in rewritten.graph.node
-            if n.op_type == "MatMulNBits"}  # fmt: skip
-    assert bits == {  # gate and up, reading the same input, are one node
+    assert matmul_attribute(model_path, "bits") == {  # gate and up, reading the same input, are one node
         "/model/layers.0/mlp/down_proj/MatMul_Q4": 4,
         "/lm_head/MatMul_Q8": 8,
         "/model/layers.0/mlp/gate_up_proj/MatMul_Q4": 4,
@@ -146,21 +166,11 @@ def test_fp32_activations_go_to_qkv_and_the_first_layers_only() -> None:
 def test_rewritten_nodes_take_the_chosen_accuracy_level(
     tmp_path: Path, quantized: tuple[Path, dict[str, np.ndarray]]
 ) -> None:
-    exact = load_module()
-    gguf_path, reference = quantized
-    model_path = tmp_path / "model.onnx"
-    builder_like_model(model_path)
-    model = onnx.load(str(model_path))
-    for node in model.graph.node:  # the builder's CPU default: int8 activations
-        for attr in node.attribute:
-            if attr.name == "accuracy_level":
-                attr.i = 4
-    onnx.save(model, str(model_path))
-    report = exact.rewrite(model_path, exact.GgufWeights(gguf_path, 1, 1), reference, lambda message: None)
+    _, reference = quantized
+    model_path, report = rewritten_builder_like(tmp_path, quantized, accuracy_level=4)  # the builder's CPU default
     assert report["fp32_activation_projections"] == 2
-    levels = {n.name: next(a.i for a in n.attribute if a.name == "accuracy_level")
-              for n in onnx.load(str(model_path)).graph.node if n.op_type == "MatMulNBits"}  # fmt: skip
-    assert levels == {  # layer 0's Q4_1 projections in fp32; the 8-bit LM head keeps int8 activations
+    # Layer 0's Q4_1 projections in fp32; the 8-bit LM head keeps int8 activations.
+    assert matmul_attribute(model_path, "accuracy_level") == {
         "/model/layers.0/mlp/down_proj/MatMul_Q4": 1,
         "/lm_head/MatMul_Q8": 4,
         "/model/layers.0/mlp/gate_up_proj/MatMul_Q4": 1,
