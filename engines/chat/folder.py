@@ -16,6 +16,7 @@ from typing import Any
 
 from engines import jsonfile
 from engines.chat import config_policy
+from engines.chat.threads import THREADS_KEY
 from engines.errors import ModelError
 from engines.models.native import refuse_library_keys, walk
 from engines.models.paths import resolve_inside
@@ -58,6 +59,7 @@ class ModelFolder:
     default_max_length: int  # search.max_length from the config, capped by context_length
     files: tuple[str, ...]  # files the config (and its ONNX models) reference, relative to path
     config_providers: tuple[str, ...]  # EP names the config asks for, in order
+    sets_threads: bool = False  # the decoder's session options name intra_op_num_threads
 
     @property
     def name(self) -> str:
@@ -140,6 +142,8 @@ def validate_model_folder(folder: str | Path) -> ModelFolder:
         default_max_length=min(max_length, context_length),
         files=tuple(dict.fromkeys(files)),
         config_providers=tuple(_config_providers(config)),
+        sets_threads=isinstance(decoder.get("session_options"), dict)
+        and THREADS_KEY in decoder["session_options"],
     )
 
 

@@ -247,7 +247,7 @@ def configure(og: Any, folder: ModelFolder, plan: ProviderPlan) -> Any:
             f"onnxruntime-genai cannot read {GENAI_CONFIG}: {_first_line(exc)}",
             "The config does not match this onnxruntime-genai version; rebuild the model folder.",
         ) from exc
-    if plan.ep == CPU_EP and not threads.folder_sets_threads(folder.path / GENAI_CONFIG):
+    if plan.ep == CPU_EP and not folder.sets_threads:
         overlay = getattr(config, "overlay", None)  # onnxruntime-genai >= 0.6
         if overlay is not None:
             overlay(threads.threads_overlay(threads.decode_threads()))

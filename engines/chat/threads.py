@@ -10,8 +10,6 @@ second hyper-thread per core only contends for the same units), unless the folde
 from __future__ import annotations
 
 import json
-from pathlib import Path
-from typing import Any
 
 from engines.types import cpu_count
 
@@ -28,16 +26,6 @@ def decode_threads() -> int:
     except ImportError:  # psutil is a dependency; without it, every allowed CPU
         physical = allowed
     return max(1, min(allowed, physical))
-
-
-def folder_sets_threads(config_path: Path) -> bool:
-    """True when the decoder's session options in the folder's config name a thread count."""
-    try:
-        config: Any = json.loads(config_path.read_text(encoding="utf-8"))
-        options = config["model"]["decoder"].get("session_options", {})
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return False
-    return isinstance(options, dict) and THREADS_KEY in options
 
 
 def threads_overlay(threads: int) -> str:
