@@ -194,11 +194,10 @@ def ensure_tried(
     is called when a trial really starts (not for a cached verdict); `should_stop()` true stops it
     (CancelledError, nothing recorded)."""
     root = Path(folder)
-    with _lock:
-        enabled = _state["enabled"] and os.environ.get("NPU_STUDIO_MODEL_TRIAL") != "0"
-        verdicts = _state["verdicts"]
-    if not enabled or _trusted(root) or _faked() or child.in_child():
+    if not bounded(root) or child.in_child():
         return  # (a child process, such as the app's chat engine or a trial, starts no children)
+    with _lock:
+        verdicts = _state["verdicts"]
     key = content_key(root, kind)
     with _lock:
         if key in _passed:
