@@ -163,6 +163,7 @@ def open_classifier(
     warmup: bool = True,
     max_batch: int | None = None,
     report: DiscoveryReport | None = None,
+    for_folders: bool = False,
 ) -> Classifier:
     """Open the classifier `model` (a folder, or a name in the `library` folders) on `choice`.
 
@@ -171,6 +172,10 @@ def open_classifier(
     * `strict=True`: the device must take the whole graph, else PlacementError/DeviceUnavailableError.
     * A device failing mid-run: with `ask(offer) -> DeviceChoice | None` the work moves there (try
       `engines.accept_first`); without it, DeviceFailedError carries the offer (`.offer.alternatives`).
+    * `threads`: onnxruntime's intra-op threads per run (0: its default, one per physical core). On the
+      CPU a folder runs its batches side by side on one thread each; `for_folders` (the classifier is
+      opened for folders, on the CPU by name) makes that one-thread session the classifier's own, so a
+      job does not make a second one.
 
     Raises ModelError (missing, unsafe or invalid model), DeviceUnavailableError, PlacementError,
     SessionCreationError, each with a message that says what to do.
@@ -195,8 +200,9 @@ def open_classifier(
         if folder not in specs:
             specs[folder] = ClassifierSpec.from_folder(folder)
         spec = specs[folder]
+        per_run = 1 if for_folders and threads == 0 and where.wanted_type == DeviceType.CPU else threads
         settings = SessionSettings(
-            intra_op_threads=threads, quantized_model=spec.quantized, config_entries=CLASSIFIER_CONFIG
+            intra_op_threads=per_run, quantized_model=spec.quantized, config_entries=CLASSIFIER_CONFIG
         )
         return ImageClassifier(
             spec, where, settings, cache=compiled, on_progress=on_progress, warmup=warmup, max_batch=max_batch

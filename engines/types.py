@@ -281,6 +281,20 @@ def cpu_count() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def physical_cores() -> int:
+    """Physical cores, capped by the CPUs this process may run on (its affinity): what ONNX Runtime
+    uses when its thread count is left to it (a second hyper-thread per core only contends for the same
+    units)."""
+    allowed = cpu_count()
+    try:
+        import psutil
+
+        physical = psutil.cpu_count(logical=False) or allowed
+    except ImportError:  # psutil is a dependency; without it, every allowed CPU
+        physical = allowed
+    return max(1, min(allowed, physical))
+
+
 def check_thread_count(threads: object) -> None:
     """0 (the runtime's default) up to one thread per CPU: more only make every run slower (1000
     threads took 40 s for one photo), so they are refused rather than passed on."""

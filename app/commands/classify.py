@@ -114,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
         library=paths.model_roots(),
         ask=None if args.strict else engines.accept_first,
         threads=args.threads,
+        for_folders=len(images) > 1,
     )
     if len(images) == 1:
         results = [classifier.classify(images[0], k=args.top_k)]

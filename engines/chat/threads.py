@@ -11,21 +11,14 @@ from __future__ import annotations
 
 import json
 
-from engines.types import cpu_count
+from engines.types import physical_cores
 
 THREADS_KEY = "intra_op_num_threads"
 
 
 def decode_threads() -> int:
     """Physical cores, capped by the CPUs this process may run on (its affinity)."""
-    allowed = cpu_count()
-    try:
-        import psutil
-
-        physical = psutil.cpu_count(logical=False) or allowed
-    except ImportError:  # psutil is a dependency; without it, every allowed CPU
-        physical = allowed
-    return max(1, min(allowed, physical))
+    return physical_cores()
 
 
 def threads_overlay(threads: int) -> str:
