@@ -152,3 +152,32 @@ def test_resolve_inside_accepts_nested_files_and_refuses_every_way_out(tmp_path:
     with pytest.raises(ModelError, match="is missing"):
         resolve_inside(root, "a/none.bin", must_exist=True)
     assert is_inside(root / "a" / "b.bin", root) and not is_inside(root / "link.bin", root)
+
+
+def test_a_file_that_passed_is_not_read_again_until_it_or_its_folder_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = _external_model(tmp_path / "m", "weights.bin")
+    weights = tmp_path / "m" / "weights.bin"
+    weights.write_bytes(b"\0" * 4096)
+    loads: list[str] = []
+    real = onnx.load
+
+    def counting(path: str, **kwargs: object) -> onnx.ModelProto:
+        loads.append(path)
+        return real(path, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(onnx, "load", counting)
+    first = inspect_onnx(model)
+    assert inspect_onnx(model) == first and len(loads) == 1  # opening a classifier checks twice
+    weights.write_bytes(b"\0" * 100)  # its external data truncated in place
+    with pytest.raises(ModelError, match="truncated"):
+        inspect_onnx(model)
+    weights.write_bytes(b"\0" * 4096)
+    inspect_onnx(model)
+    # Replaced by a model that escapes its folder (a new file: new inode and folder mtime).
+    (tmp_path / "outside.bin").write_bytes(b"\0" * 4096)
+    _external_model(tmp_path / "other", "../outside.bin")
+    os.replace(tmp_path / "other" / "model.onnx", model)
+    with pytest.raises(ModelError, match="points outside the model's folder"):
+        inspect_onnx(model)
