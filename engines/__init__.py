@@ -27,7 +27,7 @@ from engines.runtime.planning import MEANING
 from engines.types import CancelToken, Classification, ClassScore, Device, DeviceChoice, DeviceType, Placement, Policy
 
 if TYPE_CHECKING:
-    from engines.api import Classifier, open_chat, open_classifier
+    from engines.api import Classifier, classify_folder, open_chat, open_classifier
     from engines.chat.conversation import Conversation
     from engines.chat.loaded import ChatModel
     from engines.runtime.compiled_cache import CompiledModelCache
@@ -61,6 +61,7 @@ __all__ = [
     "SessionCreationError",
     "StudioError",
     "accept_first",
+    "classify_folder",
     "discover",
     "open_chat",
     "open_classifier",
@@ -70,6 +71,7 @@ __all__ = [
 _LAZY = {
     "Classifier": "engines.api",
     "open_classifier": "engines.api",
+    "classify_folder": "engines.api",
     "open_chat": "engines.api",
     "ChatModel": "engines.chat.loaded",
     "Conversation": "engines.chat.conversation",

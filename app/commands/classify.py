@@ -106,23 +106,23 @@ def run(args: argparse.Namespace) -> int:
 
     # A device that fails mid-run (GPU removed, NPU out of memory) is marked unusable and the work moves
     # to the next device, unless strict mode says it must run where it was asked.
-    classifier = engines.open_classifier(
-        args.model or DEFAULT_CLASSIFIER,
-        choice,
-        cache=paths.compiled_cache_dir(),
-        on_progress=progress,
-        library=paths.model_roots(),
-        ask=None if args.strict else engines.accept_first,
-        threads=args.threads,
-        for_folders=len(images) > 1,
-    )
+    opening: dict[str, Any] = {
+        "cache": paths.compiled_cache_dir(),
+        "on_progress": progress,
+        "library": paths.model_roots(),
+        "ask": None if args.strict else engines.accept_first,
+        "threads": args.threads,
+    }
     if len(images) == 1:
+        classifier = engines.open_classifier(args.model or DEFAULT_CLASSIFIER, choice, **opening)
         results = [classifier.classify(images[0], k=args.top_k)]
     else:
         # --json keeps stderr free of progress (scripts parse stdout, and some read stderr as errors).
         on_result = None if args.json else FolderProgress(len(images), sys.stderr)
         try:
-            results = classifier.classify_many(images, k=args.top_k, on_result=on_result)
+            classifier, results = engines.classify_folder(
+                args.model or DEFAULT_CLASSIFIER, images, choice, k=args.top_k, on_result=on_result, **opening
+            )
         finally:
             if on_result is not None:
                 on_result.close()

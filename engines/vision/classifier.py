@@ -30,7 +30,7 @@ from engines.types import (
     cpu_count,
 )
 from engines.vision.images import Preprocess, preprocess
-from engines.vision.pipeline import Lanes, RunBatch, classify_stream
+from engines.vision.pipeline import EarlyPhotos, Lanes, RunBatch, classify_stream
 from engines.vision.scores import softmax as softmax  # re-exported: callers score with it
 from engines.vision.scores import to_probabilities
 
@@ -82,25 +82,10 @@ class ClassifierSpec:
     @classmethod
     def from_folder(cls, folder: str | os.PathLike[str]) -> ClassifierSpec:
         root = Path(folder)
-        manifest_path = root / "manifest.json"
-        if not manifest_path.is_file():
-            raise ModelError(
-                f"{root} has no manifest.json.", "Import the classifier so NPU Studio knows its inputs and labels."
-            )
-        manifest = read_manifest(root, require_schema=False)
-        spec = manifest.classifier
-        if spec is None:
-            raw = manifest.data.get("classifier")
-            problem = "it has no classifier section" if raw is None else (
-                f"its classifier section is a {type(raw).__name__}, not an object")  # fmt: skip
-            raise ModelError(f"The manifest in {root} is not valid: {problem}.", "Re-import or rebuild the model.")
+        manifest, spec, pre = _classifier_section(root)
         entry = manifest.model_entry()
         model_file, declared = entry.path, entry.size
         labels_name = str(spec.get("labels", "labels.txt"))
-        try:
-            pre = Preprocess.from_manifest(dict(spec))
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise ModelError(f"The manifest in {root} is not valid: {exc}", "Re-import or rebuild the model.") from exc
         model_path = resolve_inside(root, model_file, what=f"The manifest in {root}")
         # The labels are shown to the user: a manifest must not make NPU Studio read files elsewhere.
         labels_file = resolve_inside(root, labels_name, what=f"The labels file named by the manifest in {root}")
@@ -120,6 +105,31 @@ class ClassifierSpec:
             quantized=manifest.quantized,
             declared_bytes=declared_bytes,
         )
+
+
+def _classifier_section(root: Path) -> tuple[Any, Any, Preprocess]:
+    """The folder's manifest, its classifier section and the preprocessing it describes."""
+    if not (root / "manifest.json").is_file():
+        raise ModelError(
+            f"{root} has no manifest.json.", "Import the classifier so NPU Studio knows its inputs and labels."
+        )
+    manifest = read_manifest(root, require_schema=False)
+    spec = manifest.classifier
+    if spec is None:
+        raw = manifest.data.get("classifier")
+        problem = "it has no classifier section" if raw is None else (
+            f"its classifier section is a {type(raw).__name__}, not an object")  # fmt: skip
+        raise ModelError(f"The manifest in {root} is not valid: {problem}.", "Re-import or rebuild the model.")
+    try:
+        pre = Preprocess.from_manifest(dict(spec))
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ModelError(f"The manifest in {root} is not valid: {exc}", "Re-import or rebuild the model.") from exc
+    return manifest, spec, pre
+
+
+def read_preprocess(folder: str | os.PathLike[str]) -> Preprocess:
+    """How the classifier in `folder` wants its photos (its manifest only: nothing else is read)."""
+    return _classifier_section(Path(folder))[2]
 
 
 def read_labels(path: Path) -> tuple[str, ...]:
@@ -370,16 +380,17 @@ class ImageClassifier:
         on_index: Callable[[int, Classification], None] | None = None,
         *,
         decode_workers: int | None = None,
+        early: EarlyPhotos | None = None,
     ) -> list[Classification]:
         """Batched classification of many photos, returned in input order and streamed in input order as
         they finish (to `on_result`, and to `on_index` with the photo's position). One pool of threads
         decodes photos and runs batches (engines.vision.pipeline; `decode_workers` sets its size, 0
         does everything on the calling thread), a bounded number of photos ahead. A bad photo becomes a
         result with `error` set; the batch goes on. Cancel is checked between photos and batches
-        (raises CancelledError)."""
+        (raises CancelledError). `early`: the same photos, decoding since before the model opened."""
         results: list[Classification] = []
         lanes, run = self._plan_job(paths, decode_workers)
-        for scored in classify_stream(paths, self.spec.preprocess, run, lanes, cancel):
+        for scored in classify_stream(paths, self.spec.preprocess, run, lanes, cancel, early):
             for decoded, scores in scored.results():
                 if scores is None:
                     result = Classification(decoded.path, (), 0.0, 0.0, self.placement, error=decoded.error)

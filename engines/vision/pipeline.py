@@ -103,18 +103,52 @@ def classify_stream(
     run: RunBatch,
     lanes: Lanes,
     cancel: CancelToken | None = None,
+    early: EarlyPhotos | None = None,
 ) -> Generator[Scored, None, None]:
     """The photos of `paths`, decoded and run `lanes.batch` at a time, as batches in input order.
     Cancel stops handing out work (raises CancelledError); an error in a run is raised here, after the
-    pool has stopped."""
-    if lanes.workers <= 0:
+    pool has stopped. `early`: the same photos, decoding since before the model was ready (used when
+    it decodes them as `spec` says, else stopped)."""
+    job = early.adopt(spec) if early is not None else None
+    if job is None and lanes.workers <= 0:
         yield from _on_this_thread(paths, spec, run, lanes.batch, cancel)
         return
-    job = _Job(paths, spec, run, lanes, cancel)
+    if job is None:
+        job = _Job(paths, spec, lanes, cancel)
+    job.begin(run, lanes, cancel)
     try:
         yield from job.batches()
     finally:
         job.stop()
+
+
+class EarlyPhotos:
+    """Photos decoding while the model loads: a whole CLI run's start-up (imports, the model's checks,
+    session creation) keeps one core busy, and the others decode the first photos meanwhile, up to
+    `budget_bytes` of tensors. Pass it to classify_stream with the same paths; `stop()` when the model
+    did not open."""
+
+    def __init__(
+        self, paths: Iterable[str | os.PathLike[str]], spec: Preprocess, workers: int, budget_bytes: int
+    ) -> None:
+        height, width = spec.input_size
+        photos = max(1, budget_bytes // (height * width * 3 * 4))
+        self.spec = spec
+        self._job: _Job | None = _Job(paths, spec, Lanes(workers=max(1, workers), runs=0, lookahead=photos), None)
+
+    def adopt(self, spec: Preprocess) -> _Job | None:
+        """The job, for the one stream that goes on with it; None (and the job stopped) when the model
+        that opened preprocesses otherwise, or when it was taken already."""
+        job, self._job = self._job, None
+        if job is not None and spec != self.spec:
+            job.stop()
+            return None
+        return job
+
+    def stop(self) -> None:
+        job, self._job = self._job, None
+        if job is not None:
+            job.stop()
 
 
 def _on_this_thread(
@@ -150,16 +184,11 @@ class _Job:
     `out` (so a decoded photo wakes a thread that may run it, not the caller)."""
 
     def __init__(
-        self,
-        paths: Iterable[str | os.PathLike[str]],
-        spec: Preprocess,
-        run: RunBatch,
-        lanes: Lanes,
-        cancel: CancelToken | None,
+        self, paths: Iterable[str | os.PathLike[str]], spec: Preprocess, lanes: Lanes, cancel: CancelToken | None
     ) -> None:
         self.source = enumerate(paths)
         self.spec = spec
-        self.run = run
+        self.run: RunBatch | None = None  # no batch runs before begin()
         self.lanes = lanes
         self.cancel = cancel
         self.lock = threading.Lock()
@@ -174,12 +203,21 @@ class _Job:
         self.running = 0
         self.failure: BaseException | None = None
         self.stopping = False
-        self.threads = [
-            threading.Thread(target=self._work, name=f"npu-studio-photos-{n}", daemon=True)
-            for n in range(lanes.workers)
-        ]
-        for thread in self.threads:
+        self.threads: list[threading.Thread] = []
+        self._add_threads(lanes.workers)
+
+    def _add_threads(self, count: int) -> None:
+        for _ in range(count - len(self.threads)):
+            thread = threading.Thread(target=self._work, name=f"npu-studio-photos-{len(self.threads)}", daemon=True)
+            self.threads.append(thread)
             thread.start()
+
+    def begin(self, run: RunBatch, lanes: Lanes, cancel: CancelToken | None) -> None:
+        """Batches run from now on, as `lanes` says (photos decoded early stay until they are run)."""
+        with self.lock:
+            self.run, self.lanes, self.cancel = run, lanes, cancel
+            self.work.notify_all()
+        self._add_threads(lanes.workers)
 
     # -- the caller's side ------------------------------------------------------------------------
 
@@ -218,6 +256,7 @@ class _Job:
                 return
             try:
                 if isinstance(task, _Run):
+                    assert self.run is not None  # (batches are taken only once there is one)
                     scored = score(task.photos, self.run, task.last)
                     with self.lock:
                         self.running -= 1
@@ -261,12 +300,12 @@ class _Job:
                 self.work.notify_all()  # the last, short batch may be complete
                 self.out.notify()  # an empty source: nothing to wait for
                 continue
-            if self.total is not None and self.grouped >= self.total:
+            if self.total is not None and self.grouped >= self.total and self.run is not None:
                 return None  # every photo is in a batch: nothing is left for this thread
             self.work.wait()
 
     def _take_batch(self) -> _Run | None:
-        if self.running >= self.lanes.runs:
+        if self.run is None or self.running >= self.lanes.runs:
             return None
         start = self.grouped
         end = start + self.lanes.batch

@@ -291,3 +291,57 @@ def test_opened_for_folders_on_the_cpu_the_classifier_needs_no_second_session(
     assert len(made) == 1
     auto = engines.open_classifier(folder, "cpu")  # not for folders: ONNX Runtime's default threads
     assert auto.engine.session.get_session_options().intra_op_num_threads == 0
+
+
+def test_photos_decoded_while_the_model_opens_are_used_and_none_is_decoded_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paths = _photos(tmp_path / "p", 12)
+    decoded: list[str] = []
+    real = pipeline.preprocess
+
+    def recording(path: object, spec: Preprocess) -> np.ndarray:
+        decoded.append(str(path))
+        return real(path, spec)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pipeline, "preprocess", recording)
+    early = pipeline.EarlyPhotos(paths, SPEC, workers=1, budget_bytes=5 * 8 * 8 * 3 * 4)  # five photos ahead
+    deadline = time.monotonic() + 10
+    while len(decoded) < 5 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.05)
+    assert len(decoded) == 5  # its budget, and no batch runs before the model is there
+    batches = list(classify_stream(paths, SPEC, _means, Lanes(workers=2, runs=2, batch=2), early=early))
+    alone = _flat(list(classify_stream(paths, SPEC, _means, Lanes(workers=0, batch=1))))
+    assert sorted(decoded) == sorted([str(p) for p in paths] * 2)  # once by each of the two streams
+    assert [(d.path, s.tolist()) for d, s in _flat(batches)] == [(d.path, s.tolist()) for d, s in alone]  # type: ignore[union-attr]
+    assert not _pool_threads()
+
+
+def test_early_photos_decoded_otherwise_are_dropped_and_a_model_that_fails_to_open_stops_them(tmp_path: Path) -> None:
+    paths = _photos(tmp_path / "p", 6)
+    early = pipeline.EarlyPhotos(paths, SPEC, workers=1, budget_bytes=1 << 20)
+    other = Preprocess(input_size=(4, 4), resize_shorter=4)  # the variant that opened wants smaller photos
+    batches = list(classify_stream(paths, other, _means, Lanes(workers=1, batch=2), early=early))
+    assert [d.tensor.shape for d, _ in _flat(batches)] == [(3, 4, 4)] * 6  # type: ignore[union-attr]
+    assert not _pool_threads()
+    early = pipeline.EarlyPhotos(paths, SPEC, workers=2, budget_bytes=1 << 20)
+    early.stop()  # open_classifier raised
+    assert not _pool_threads()
+
+
+def test_classify_folder_gives_what_open_and_classify_many_give(tmp_path: Path) -> None:
+    folder = colour_classifier(tmp_path / "colours")
+    paths = _photos(tmp_path / "p", SIDE_BY_SIDE_MIN_PHOTOS + 3)
+    classifier, results = engines.classify_folder(folder, paths, "cpu", k=2)
+    expected = engines.open_classifier(folder, "cpu").classify_many(paths, k=2)
+    assert [(r.path, [s.index for s in r.top]) for r in results] == [
+        (r.path, [s.index for s in r.top]) for r in expected
+    ]
+    assert classifier.placement.active_eps == ("CPUExecutionProvider",)
+    assert not _pool_threads()
+    broken = tmp_path / "no-model"
+    broken.mkdir()
+    with pytest.raises(engines.ModelError, match="no manifest.json"):
+        engines.classify_folder(broken, paths, "cpu")
+    assert not _pool_threads()
