@@ -148,10 +148,16 @@ def read_labels(path: Path) -> tuple[str, ...]:
 
 
 def top_k(probs: np.ndarray, labels: Sequence[str], k: int) -> tuple[ClassScore, ...]:
+    """The k highest scores, highest first. Few numpy calls: it runs right after inference, with the
+    caches cold (~10 us a call then)."""
     k = max(1, min(k, probs.shape[-1]))
-    idx = np.argpartition(-probs, k - 1)[:k]
-    idx = idx[np.argsort(-probs[idx])]
-    return tuple(ClassScore(int(i), labels[i] if i < len(labels) else str(i), float(probs[i])) for i in idx)
+    found = np.argpartition(probs, -k)[-k:]
+    indices, values = found.tolist(), probs[found].tolist()
+    order = sorted(range(k), key=lambda j: -values[j])
+    return tuple(
+        ClassScore(indices[j], labels[indices[j]] if indices[j] < len(labels) else str(indices[j]), values[j])
+        for j in order
+    )
 
 
 @dataclass(frozen=True)
