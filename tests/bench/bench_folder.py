@@ -6,7 +6,8 @@ Two folders are generated from the sample photos into a temporary folder: `--lar
 and `--small` photos of ~1 MP (JPEG q90). For each, the two sides alternate (who goes first flips each
 round), each as a whole process, as a user would time them:
 
-* `npu-studio classify FOLDER --device cpu --json` (decoding overlapped with inference, batched);
+* `npu-studio classify FOLDER --device cpu --json` (one pool decodes photos and runs batches side by
+  side on one-thread sessions; the first photos decode while the model opens);
 * tests/bench/folder_script.py: Pillow draft() + resize + crop + one onnxruntime session, batch 1.
 
 Printed per folder: median seconds, the speed-up (target >= 1.5x), peak RSS of each process (target
