@@ -161,7 +161,7 @@ def load_rgb(source: str | os.PathLike[str] | bytes, min_side: int = 0) -> Image
             img.seek(0)  # animated images: first frame
             _check_decoded_bytes(img, name)
             img = _reduce_before_expanding(img, min_side)
-            img = ImageOps.exif_transpose(img) or img
+            ImageOps.exif_transpose(img, in_place=True)  # (not in place it copies every upright photo)
             return _to_rgb(img)
         except ImageError:
             raise
