@@ -14,6 +14,7 @@ import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
@@ -28,6 +29,9 @@ FORMATS = ("JPEG", "PNG", "BMP", "DIB", "GIF", "TIFF", "WEBP")
 # A resize that would first build an image this many times larger than the model's input crops first:
 # a 20000 x 1 strip (a 100-byte PNG) would otherwise become a 5 120 000 x 256 image (3.9 GB).
 MAX_RESIZE_FACTOR = 8
+# A resize by a large factor first reduces by whole boxes, then filters a small image (Pillow's
+# reducing_gap): the same quality for a fraction of the work.
+REDUCING_GAP = 3.0
 
 # Decoded bytes, not pixels, are what memory pays: 89 megapixels pass Pillow's limit, and are 89 MB as
 # a palette image but 356 MB as RGBA or float, and every conversion after that makes another copy. A
@@ -261,11 +265,51 @@ def resize_and_crop(img: Image.Image, spec: Preprocess) -> Image.Image:
         # A very long strip: resize only the part the crop keeps (`box` is in the source's coordinates).
         sx, sy = new_w / w, new_h / h
         box = (left / sx, top / sy, (left + out_w) / sx, (top + out_h) / sy)
-        return img.resize((out_w, out_h), _RESAMPLE[spec.resample], box=box, reducing_gap=3.0)
+        return img.resize((out_w, out_h), _RESAMPLE[spec.resample], box=box, reducing_gap=REDUCING_GAP)
+    resample = _RESAMPLE[spec.resample]
+    geometry = (img.mode, w, h, new_w, new_h, left, out_w, resample)
+    if new_w != w and new_h != h and new_w > out_w and _passes_split(geometry):
+        across = img.resize((new_w, h), resample).crop((left, 0, left + out_w, h))
+        return across.resize((out_w, new_h), resample).crop((0, top, out_w, top + out_h))
     if (new_w, new_h) != (w, h):
         # reducing_gap: a cheap box reduction first, then the real filter on a small image.
-        img = img.resize((new_w, new_h), _RESAMPLE[spec.resample], reducing_gap=3.0)
+        img = img.resize((new_w, new_h), resample, reducing_gap=REDUCING_GAP)
     return img.crop((left, top, left + out_w, top + out_h))
+
+
+# Pillow resizes in two passes, and for the shapes photos have, the horizontal one comes first; the
+# vertical pass over the columns a centre crop then drops is wasted. The two passes made one by one,
+# those columns dropped in between, give the very same bytes (each column of the vertical pass is
+# computed alone), ~8% less resize time for 4:3 photos (1.69 vs 1.84 ms at 1 MP). Pillow picks its pass
+# order by the geometry, not by the pixels (tall strips go vertical first), so a geometry is split only
+# once a probe of random pixels with that geometry gave the same bytes both ways; and only when a folder
+# brings it a second time, so a single photo or a folder of all-different sizes never pays the probe.
+_GEOMETRIES: dict[tuple[Any, ...], bool | None] = {}  # None: seen once, not probed yet
+_MAX_GEOMETRIES = 256
+
+
+def _passes_split(key: tuple[Any, ...]) -> bool:
+    mode, w, h, new_w, new_h, left, out_w, resample = key
+    if int(w / new_w / REDUCING_GAP) > 1 or int(h / new_h / REDUCING_GAP) > 1:
+        return False  # Pillow reduces first: not two plain passes
+    if mode not in {"RGB", "L"}:
+        return False
+    state = _GEOMETRIES.get(key, "new")
+    if isinstance(state, bool):
+        return state
+    if state == "new":
+        if len(_GEOMETRIES) >= _MAX_GEOMETRIES:
+            _GEOMETRIES.clear()
+        _GEOMETRIES[key] = None
+        return False
+    rng = np.random.default_rng(w * 7919 + h)
+    pixels = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+    probe = Image.fromarray(pixels if mode == "RGB" else np.ascontiguousarray(pixels[..., 0]))
+    whole = probe.resize((new_w, new_h), resample, reducing_gap=REDUCING_GAP).crop((left, 0, left + out_w, new_h))
+    across = probe.resize((new_w, h), resample).crop((left, 0, left + out_w, h))
+    same = np.array_equal(np.asarray(whole), np.asarray(across.resize((out_w, new_h), resample)))
+    _GEOMETRIES[key] = same
+    return same
 
 
 def to_tensor(img: Image.Image, spec: Preprocess, dtype: type[np.floating] = np.float32) -> np.ndarray:

@@ -196,3 +196,47 @@ def test_a_tiny_std_gives_infinities_without_a_warning() -> None:
         warnings.simplefilter("error")
         tensor = to_tensor(img, Preprocess(input_size=(8, 8), std=(1e-45, 1e-45, 1e-45)))
     assert not np.isfinite(tensor).all()
+
+
+def test_a_resize_split_in_two_passes_gives_the_very_bytes_of_one_resize() -> None:
+    from engines.vision import images
+
+    rng = np.random.default_rng(5)
+    sizes = [(1152, 864), (864, 1152), (577, 1350), (277, 1543), (1500, 300), (300, 1500), (1679, 1897), (640, 480)]
+    sizes += [(int(rng.integers(100, 1600)), int(rng.integers(100, 1600))) for _ in range(40)]
+    images._GEOMETRIES.clear()
+    split = 0
+    for w, h in sizes:
+        for mode in ("RGB", "L"):
+            pixels = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+            img = Image.fromarray(pixels).convert(mode)
+            scale = 256 / min(w, h)
+            new_w, new_h = max(224, round(w * scale)), max(224, round(h * scale))
+            left, top = (new_w - 224) // 2, (new_h - 224) // 2
+            if new_w * new_h > images.MAX_RESIZE_FACTOR * 224 * 224:
+                continue  # the long-strip path: resized through a box, not this one
+            one = img.resize((new_w, new_h), Image.Resampling.BICUBIC, reducing_gap=3.0)
+            expected = np.asarray(one.crop((left, top, left + 224, top + 224)))
+            for _ in range(3):  # first sight, the probe, then the verdict
+                assert np.array_equal(np.asarray(resize_and_crop(img, SPEC)), expected), (w, h, mode)
+            split += images._GEOMETRIES.get((mode, w, h, new_w, new_h, left, 224, Image.Resampling.BICUBIC)) is True
+    assert split >= 40  # most shapes take the split (tall strips and large reductions do not)
+
+
+def test_the_probe_runs_only_for_a_geometry_seen_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    from engines.vision import images
+
+    images._GEOMETRIES.clear()
+    probes: list[int] = []
+    real = np.random.default_rng
+    def counting(seed: int) -> np.random.Generator:
+        probes.append(seed)
+        return real(seed)
+
+    monkeypatch.setattr(images.np.random, "default_rng", counting)
+    img = Image.new("RGB", (800, 600), (10, 200, 30))
+    resize_and_crop(img, SPEC)
+    assert probes == []  # a single photo never pays for the probe
+    resize_and_crop(img, SPEC)
+    resize_and_crop(img, SPEC)
+    assert len(probes) == 1
