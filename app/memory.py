@@ -23,30 +23,15 @@ import os
 import sys
 from pathlib import Path
 
+from engines import heap
+
 log = logging.getLogger(__name__)
-
-
-def _malloc_trim() -> bool:
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        trim = libc.malloc_trim
-    except (OSError, AttributeError):  # not glibc
-        return False
-    trim.argtypes = [ctypes.c_size_t]
-    trim.restype = ctypes.c_int
-    return bool(trim(0))
 
 
 def release_free_memory() -> bool:
     """Collect garbage, then hand the allocator's free pages back. True when pages were returned."""
     gc.collect()
-    try:
-        return _malloc_trim()
-    except Exception:  # never let housekeeping fail a load
-        log.debug("malloc_trim failed", exc_info=True)
-        return False
+    return heap.trim()
 
 
 def release_mapped_pages(folder: str | os.PathLike[str]) -> int:

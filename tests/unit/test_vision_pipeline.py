@@ -49,8 +49,9 @@ def _flat(batches: list[Scored]) -> list[tuple[pipeline.Decoded, np.ndarray | No
     return [pair for scored in batches for pair in scored.results()]
 
 
-def _pool_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name.startswith("npu-studio-photos")]
+def _pool_threads() -> int:
+    """Worker loops of jobs still running (the pool's idle threads serve the next job)."""
+    return pipeline.busy_workers()
 
 
 def test_batches_come_back_in_input_order_with_the_scores_of_one_photo_after_another(tmp_path: Path) -> None:
@@ -199,7 +200,7 @@ def test_a_caller_that_stops_early_leaves_no_thread_behind(tmp_path: Path) -> No
     paths = _photos(tmp_path / "p", 20)
     stream = classify_stream(paths, SPEC, _means, Lanes(workers=2, runs=2, batch=2))
     next(stream)
-    assert _pool_threads()
+    assert _pool_threads() >= 1  # (the second may not have started yet)
     stream.close()
     assert not _pool_threads()
 
