@@ -35,8 +35,8 @@ from engines.vision.images import Preprocess, preprocess
 CANCEL_POLL_S = 0.05
 # The pool's threads live as long as the process and serve every job (each job's share of them ends
 # with the job). Threads made per job got an allocator arena each, and jobs left their memory spread
-# over them: a classifier's RSS after 400 mixed jobs plateaued at ~300 MB with threads per job, against
-# ~125 MB with the same threads reused and the heap trimmed after each job (engines/heap.py).
+# over them: a classifier's RSS over 400 mixed jobs plateaued at ~300 MB with threads per job, against
+# 118-186 MB with the same threads reused and the heap trimmed after each job (engines/heap.py).
 POOL_THREADS = 18
 _POOL: list[ThreadPoolExecutor] = []
 _pool_lock = threading.Lock()
