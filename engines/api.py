@@ -122,7 +122,7 @@ class Classifier:
     ) -> list[Classification]:
         """Results in input order, streamed to `on_result`. After a device switch mid-batch, only the
         photos not yet classified run again (nothing is reported twice). `early`: these photos, decoding
-        since before the model opened (classify_folder)."""
+        since before the model opened, used by the first attempt (its owner stops it: classify_folder)."""
         items = list(paths)
         done: dict[int, Classification] = {}
         first = [early]
@@ -136,17 +136,10 @@ class Classifier:
                     on_result(result)
 
             started, first[0] = first[0], None  # a second attempt (after a device switch) decodes afresh
-            if started is not None and len(todo) != len(items):
-                started.stop()
-                started = None
             extra: dict[str, Any] = {} if started is None else {"early": started}  # (engines without it: fakes)
             clf.classify_many([items[i] for i in todo], k=k, cancel=cancel, on_index=record, **extra)
 
-        try:
-            self._run(work)
-        finally:
-            if first[0] is not None:
-                first[0].stop()
+        self._run(work)
         return [done[i] for i in range(len(items))]
 
     def run(self, work: Callable[[ImageClassifier], Any]) -> Any:
@@ -261,7 +254,7 @@ def classify_folder(
         return classifier, classifier.classify_many(items, k=k, cancel=cancel, on_result=on_result, early=early)
     finally:
         if early is not None:
-            early.stop()  # (nothing left to stop once the classifier took it)
+            early.stop()  # the model did not open, or a device switch left it unused (else a no-op)
 
 
 def classifier_over(
