@@ -30,7 +30,7 @@ from engines.types import (
     cpu_count,
 )
 from engines.vision.images import Preprocess, preprocess
-from engines.vision.pipeline import EarlyPhotos, Lanes, RunBatch, classify_stream
+from engines.vision.pipeline import MAX_JOB_CPUS, EarlyPhotos, Lanes, RunBatch, classify_stream
 from engines.vision.scores import softmax as softmax  # re-exported: callers score with it
 from engines.vision.scores import to_probabilities
 
@@ -59,7 +59,6 @@ DEVICE_MAX_BATCH = 8
 # EfficientNet-Lite0 took 2.58 ms per photo at 2, 2.77 ms at 4 and 3.03 ms at 8 (2 cores, one sitting).
 SIDE_BY_SIDE_BATCH = 2
 MAX_SIDE_BY_SIDE_RUNS = 4  # each run holds its own activations (~6 MB a photo at 224 x 224)
-MAX_POOL_THREADS = 8
 # Fewer photos than this run on the classifier's own session: making the one-thread session for side by
 # side runs (~35 ms) would cost more than it saves.
 SIDE_BY_SIDE_MIN_PHOTOS = 24
@@ -411,7 +410,7 @@ class ImageClassifier:
         if cancel is not None and cancel.cancelled:
             raise CancelledError("Classification cancelled.")
         if lanes.workers > 0:
-            heap.trim()  # what the pool's threads freed, back to the OS (~1 ms; engines/heap.py)
+            heap.trim()  # what the pool's threads freed, back to the OS (~15 us; engines/heap.py)
         return results
 
     def _plan_job(self, paths: Iterable[object], workers: int | None) -> tuple[Lanes, RunBatch]:
@@ -425,7 +424,7 @@ class ImageClassifier:
           job and dropped after it (a few photos run one batch at a time on the classifier's session); an
           explicit thread count is kept (`cpus // threads` runs side by side).
         """
-        cpus = min(cpu_count(), MAX_POOL_THREADS)
+        cpus = min(cpu_count(), MAX_JOB_CPUS)
         engine = self
         runs = 1
         if self.uses_cpu_only:
@@ -436,13 +435,12 @@ class ImageClassifier:
                 threads = engine.settings.intra_op_threads
             if threads:  # left to the runtime (0), a run takes every physical core: one at a time
                 runs = max(1, min(MAX_SIDE_BY_SIDE_RUNS, cpus // threads))
-        if runs > 1:
-            lanes = Lanes(workers=cpus, runs=runs, batch=min(self.max_batch, SIDE_BY_SIDE_BATCH))
-        else:  # one run at a time: its thread mostly waits (for the device, or on onnxruntime's own threads)
-            lanes = Lanes(workers=cpus + 1, runs=1, batch=self.max_batch)
+        # Side by side, one thread per CPU decodes and runs; one run at a time, the running thread mostly
+        # waits (for the device, or on onnxruntime's own threads), so one thread more.
+        pool, size = (cpus, min(self.max_batch, SIDE_BY_SIDE_BATCH)) if runs > 1 else (cpus + 1, self.max_batch)
         if workers is not None:
-            lanes = Lanes(workers=workers, runs=min(lanes.runs, max(1, workers)), batch=lanes.batch)
-        lanes = Lanes(lanes.workers, lanes.runs, lanes.batch, lookahead=lanes.batch * (lanes.runs + 2))
+            pool, runs = workers, min(runs, max(1, workers))
+        lanes = Lanes(workers=pool, runs=runs, batch=size, lookahead=size * (runs + 2))
 
         def run(batch: np.ndarray, last: bool) -> np.ndarray:
             if last and engine is self:

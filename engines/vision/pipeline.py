@@ -37,7 +37,8 @@ CANCEL_POLL_S = 0.05
 # with the job). Threads made per job got an allocator arena each, and jobs left their memory spread
 # over them: a classifier's RSS over 400 mixed jobs plateaued at ~300 MB with threads per job, against
 # 118-186 MB with the same threads reused and the heap trimmed after each job (engines/heap.py).
-POOL_THREADS = 18
+MAX_JOB_CPUS = 8  # a job uses at most this many CPUs' worth of threads (one more while a device runs)
+POOL_THREADS = 2 * (MAX_JOB_CPUS + 1)  # two such jobs at once (the app's batch and doctor, say)
 _POOL: list[ThreadPoolExecutor] = []
 _pool_lock = threading.Lock()
 _busy = [0]
