@@ -269,8 +269,7 @@ def resize_and_crop(img: Image.Image, spec: Preprocess) -> Image.Image:
     resample = _RESAMPLE[spec.resample]
     geometry = (img.mode, w, h, new_w, new_h, left, out_w, resample)
     if new_w != w and new_h != h and new_w > out_w and _passes_split(geometry):
-        across = img.resize((new_w, h), resample).crop((left, 0, left + out_w, h))
-        return across.resize((out_w, new_h), resample).crop((0, top, out_w, top + out_h))
+        return _two_passes(img, new_w, new_h, left, out_w, resample).crop((0, top, out_w, top + out_h))
     if (new_w, new_h) != (w, h):
         # reducing_gap: a cheap box reduction first, then the real filter on a small image.
         img = img.resize((new_w, new_h), resample, reducing_gap=REDUCING_GAP)
@@ -286,6 +285,12 @@ def resize_and_crop(img: Image.Image, spec: Preprocess) -> Image.Image:
 # brings it a second time, so a single photo or a folder of all-different sizes never pays the probe.
 _GEOMETRIES: dict[tuple[Any, ...], bool | None] = {}  # None: seen once, not probed yet
 _MAX_GEOMETRIES = 256
+
+
+def _two_passes(img: Image.Image, new_w: int, new_h: int, left: int, out_w: int, resample: Any) -> Image.Image:
+    """The horizontal pass, the crop's columns, then the vertical pass (every row of the resize)."""
+    across = img.resize((new_w, img.height), resample).crop((left, 0, left + out_w, img.height))
+    return across.resize((out_w, new_h), resample)
 
 
 def _passes_split(key: tuple[Any, ...]) -> bool:
@@ -306,8 +311,7 @@ def _passes_split(key: tuple[Any, ...]) -> bool:
     pixels = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
     probe = Image.fromarray(pixels if mode == "RGB" else np.ascontiguousarray(pixels[..., 0]))
     whole = probe.resize((new_w, new_h), resample, reducing_gap=REDUCING_GAP).crop((left, 0, left + out_w, new_h))
-    across = probe.resize((new_w, h), resample).crop((left, 0, left + out_w, h))
-    same = np.array_equal(np.asarray(whole), np.asarray(across.resize((out_w, new_h), resample)))
+    same = np.array_equal(np.asarray(whole), np.asarray(_two_passes(probe, new_w, new_h, left, out_w, resample)))
     _GEOMETRIES[key] = same
     return same
 
