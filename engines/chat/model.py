@@ -27,7 +27,16 @@ from engines.errors import DeviceUnavailableError, ModelError, StudioError
 from engines.runtime import failures
 from engines.runtime.planning import DeviceSet, plan_device
 from engines.runtime.registration import plugin_library, qnn_backend_path
-from engines.types import CPU_EP, EP_DEVICE_TYPE, DeviceChoice, DeviceType, Placement, Policy, short_ep_name
+from engines.types import (
+    CPU_EP,
+    EP_DEVICE_TYPE,
+    DeviceChoice,
+    DeviceType,
+    Placement,
+    Policy,
+    physical_cores,
+    short_ep_name,
+)
 
 log = logging.getLogger(__name__)
 
@@ -250,7 +259,7 @@ def configure(og: Any, folder: ModelFolder, plan: ProviderPlan) -> Any:
     if plan.ep == CPU_EP and not folder.sets_threads:
         overlay = getattr(config, "overlay", None)  # onnxruntime-genai >= 0.6
         if overlay is not None:
-            overlay(threads.threads_overlay(threads.decode_threads()))
+            overlay(threads.threads_overlay(physical_cores()))
     uses_qnn = plan.ep == QNN_EP or (plan.from_config and QNN_EP in folder.config_providers)
     backend_path = register_qnn_plugin(og) if uses_qnn else ""
     if plan.ep not in (QNN_EP, CPU_EP):

@@ -2,23 +2,17 @@
 
 Left unset, onnxruntime-genai's CPU session decodes on one thread here (2 cores: 155 tok/s, the same as
 `intra_op_num_threads: 1`; with 2: ~205 tok/s on the demo model, tests/bench/bench_chat_peers.py). So
-NPU Studio asks for one thread per physical core it may run on (what ONNX Runtime recommends; a
-second hyper-thread per core only contends for the same units), unless the folder's own
-`genai_config.json` sets `intra_op_num_threads` (config_policy.py caps it at this machine's CPUs).
+NPU Studio asks for one thread per physical core it may run on (`engines.types.physical_cores`: what
+ONNX Runtime recommends; a second hyper-thread per core only contends for the same units), unless the
+folder's own `genai_config.json` sets `intra_op_num_threads` (config_policy.py caps it at this
+machine's CPUs).
 """
 
 from __future__ import annotations
 
 import json
 
-from engines.types import physical_cores
-
 THREADS_KEY = "intra_op_num_threads"
-
-
-def decode_threads() -> int:
-    """Physical cores, capped by the CPUs this process may run on (its affinity)."""
-    return physical_cores()
 
 
 def threads_overlay(threads: int) -> str:

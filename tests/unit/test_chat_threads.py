@@ -11,7 +11,7 @@ import pytest
 
 from engines.chat import threads
 from engines.chat.model import ProviderPlan, configure, validate_model_folder
-from engines.types import CPU_EP, cpu_count
+from engines.types import CPU_EP, cpu_count, physical_cores
 
 
 class RecordingConfig:
@@ -44,14 +44,14 @@ def _folder_with(tiny_llm: Path, tmp_path: Path, session_options: dict[str, Any]
 def test_decode_threads_are_the_physical_cores_within_the_affinity() -> None:
     psutil = pytest.importorskip("psutil")
     expected = min(cpu_count(), psutil.cpu_count(logical=False) or cpu_count())
-    assert threads.decode_threads() == max(1, expected)
+    assert physical_cores() == max(1, expected)
 
 
 def test_a_folder_without_a_thread_count_decodes_on_every_core(tiny_llm: Path, tmp_path: Path) -> None:
     folder = validate_model_folder(_folder_with(tiny_llm, tmp_path, {"log_id": "x"}))
     config = configure(RecordingGenai, folder, ProviderPlan(requested="cpu", ep=CPU_EP))
     assert config.overlays == [
-        {"model": {"decoder": {"session_options": {"intra_op_num_threads": threads.decode_threads()}}}}
+        {"model": {"decoder": {"session_options": {"intra_op_num_threads": physical_cores()}}}}
     ]
 
 
