@@ -34,7 +34,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from installer import resolve, targets, wix
+from installer import lockfile, resolve, targets, wix
 from installer.buildenv import (
     APT_LINE,
     BUILD_DIR,
@@ -59,7 +59,7 @@ from installer.payload import (
     write_payload_info,
 )
 from installer.product import ARCH_TO_TARGET, ARCHES, Product, load_product
-from installer.wheel_cache import check_one_writer_per_file, resolve_and_download, unpack_wheel
+from installer.wheel_cache import check_one_writer_per_file, download_locked, unpack_wheel
 
 # ---- stage ------------------------------------------------------------------------------------------------------
 
@@ -75,8 +75,8 @@ def stage_wheels(
     """Stage the wheels payload (works on any OS). Returns the payload description written with it."""
     cache = cache or default_cache_dir()
     timings: dict[str, float] = {}
-    with Timer("resolve + download (cached wheels are reused)") as t:
-        resolution, wheels = resolve_and_download(arch, python, cache, offline)
+    with Timer("the locked wheels (cached ones are reused)") as t:
+        resolution, wheels = download_locked(arch, python, cache, offline)
     timings["resolve_download_s"] = round(t.seconds, 2)
     check_one_writer_per_file(wheels)
     if payload.exists():
@@ -135,30 +135,27 @@ def stage_frozen(arch: str, payload: Path, models_dir: Path, install: bool, icon
     if native != arch:
         raise BuildError(f"this is a {machine} Windows: it freezes the {native} app, not {arch}")
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
-    requirements = resolve.requirements_for(targets.TARGETS[ARCH_TO_TARGET[arch]], python)
+    try:
+        lock = lockfile.lock_for(ARCH_TO_TARGET[arch], python)
+    except lockfile.LockError as exc:
+        raise BuildError(f"{exc}: freeze with the Python the lock is for") from exc
     if install:
-        with Timer("pip install the runtime set and build tools"):
-            subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "pip",
-                    "install",
-                    "--only-binary=:all:",
-                    *requirements,
-                    "-r",
-                    str(INSTALLER_DIR / "requirements-build.txt"),
-                ],
-                check=True,
-            )
-        no_deps = resolve.requirements_for(targets.TARGETS[ARCH_TO_TARGET[arch]], python, no_deps=True)
-        if no_deps:
+        pip = [sys.executable, "-m", "pip", "install", "--only-binary=:all:", "--require-hashes"]
+        with Timer(f"pip install the locked runtime set (lock/{lock.main_file.name})"):
+            subprocess.run([*pip, "-r", str(lock.main_file)], check=True)
+        if lock.no_deps_file.exists():
             # These declare plain `onnxruntime`, which would be installed over the Windows ML build.
             with Timer("pip install --no-deps the plugin EPs"):
-                subprocess.run(
-                    [sys.executable, "-m", "pip", "install", "--only-binary=:all:", "--no-deps", *no_deps], check=True
-                )
-    problems = installed_runtime_problems(arch)
+                subprocess.run([*pip, "--no-deps", "-r", str(lock.no_deps_file)], check=True)
+        with Timer("pip install the build tools"):
+            subprocess.run(
+                [sys.executable, "-m", "pip", "install", "--only-binary=:all:", "-r",
+                 str(INSTALLER_DIR / "requirements-build.txt")],
+                check=True,
+            )
+    problems = installed_runtime_problems(arch) + lockfile.differences(
+        lock, lockfile.installed_versions(), extras=False
+    )
     if problems:
         raise BuildError(f"this environment's runtime set is wrong for {arch}: {'; '.join(problems)}")
     make_icon(icon)  # needs Pillow (and PySide6 for the SVG), installed just above

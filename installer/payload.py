@@ -11,6 +11,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from engines.models.manifest import has_manifest
 from installer import wix
 from installer.buildenv import REPO, BuildError, log
 
@@ -31,11 +32,11 @@ def copy_sources(dest: Path) -> None:
 
 
 def model_folders(models_dir: Path) -> Iterator[Path]:
-    """Finished model folders only: a manifest.json, not a recipe's hidden work folder."""
+    """Finished model folders only: with a manifest, not a recipe's hidden work folder."""
     if not models_dir.is_dir():
         return
     for child in sorted(models_dir.iterdir()):
-        if child.is_dir() and not child.name.startswith(".") and (child / "manifest.json").is_file():
+        if child.is_dir() and not child.name.startswith(".") and has_manifest(child):
             yield child
 
 

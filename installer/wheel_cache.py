@@ -1,20 +1,23 @@
-"""The Windows wheels of the payload: resolved by installer/resolve.py, downloaded once with
-`pip download --platform ... --only-binary=:all:` into the build cache (resolution cached too, so an
-offline rebuild needs no network), checked against their hashes, unpacked safely into site-packages,
-and checked so that no two wheels write the same file."""
+"""The Windows wheels of the payload: exactly the lock's (lock/win_*.txt), downloaded once with
+`pip download --require-hashes --platform ... --only-binary=:all:` into the build cache (so a rebuild, or
+one with --offline, needs no network), each checked against the lock's sha256, unpacked safely into
+site-packages, and checked so that no two wheels write the same file."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from installer import resolve, targets
+from packaging import tags
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.version import Version
+
+from installer import lockfile, resolve, targets
 from installer import wheels as wheel_records
 from installer.buildenv import BuildError, log, sha256_of
 from installer.product import ARCH_TO_TARGET
@@ -22,70 +25,96 @@ from installer.product import ARCH_TO_TARGET
 DOWNLOAD_TIMEOUT_S = 1200
 
 
-def _resolution_cache_path(cache: Path, target: str, python: str, requirements: Sequence[str]) -> Path:
-    key = hashlib.sha256("\n".join(requirements).encode()).hexdigest()[:16]
-    return cache / "resolutions" / f"{target}-py{python}-{key}.json"
+def _supported_tags(target: targets.Target, python: str) -> set[tags.Tag]:
+    version = tuple(int(part) for part in python.split(".")[:2])
+    abi = f"cp{version[0]}{version[1]}"
+    return {
+        *tags.cpython_tags(version, platforms=target.pip_platforms),
+        *tags.compatible_tags(version, abi, platforms=target.pip_platforms),
+    }
 
 
-def _load_cached_resolution(path: Path) -> resolve.Resolution | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        packages = [
-            resolve.ResolvedPackage(**{**p, "requires_dist": tuple(p.get("requires_dist", ()))})
-            for p in data["packages"]
-        ]
-        return resolve.Resolution(
-            target=data["target"],
-            python_version=data["python_version"],
-            requirements=list(data["requirements"]),
-            packages=packages,
-            problems=list(data["problems"]),
-        )
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+def _cached_wheel(
+    wheel_dir: Path, pkg: lockfile.LockedPackage, supported: set[tags.Tag]
+) -> tuple[Path, str] | None:
+    """The wheel of `pkg` in the cache that installs on the target and whose sha256 the lock lists (with it)."""
+    for path in sorted(wheel_dir.glob("*.whl")):
+        try:
+            name, version, _build, wheel_tags = parse_wheel_filename(path.name)
+        except InvalidWheelFilename:
+            continue
+        if name == pkg.name and version == Version(pkg.version) and wheel_tags & supported:
+            digest = sha256_of(path)
+            if digest in pkg.hashes:
+                return path, digest
+    return None
 
 
-def _wheel_ok(path: Path, pkg: resolve.ResolvedPackage) -> bool:
-    return path.is_file() and (pkg.sha256 is None or sha256_of(path) == pkg.sha256)
-
-
-def resolve_and_download(
+def download_locked(
     arch: str, python: str, cache: Path, offline: bool = False
 ) -> tuple[resolve.Resolution, list[Path]]:
-    """Resolve the Windows runtime set for `arch` and return the wheels, downloading only what is missing."""
+    """The Windows runtime set for `arch`, exactly as lock/ has it: one wheel per locked package, each
+    checked against the lock's sha256, downloaded into the cache only when it is not there yet."""
     target = ARCH_TO_TARGET[arch]
-    requirements = resolve.requirements_for(targets.TARGETS[target], python)
-    no_deps = resolve.requirements_for(targets.TARGETS[target], python, no_deps=True)
-    requirements += [f"{r} (--no-deps)" for r in no_deps]
-    cached_path = _resolution_cache_path(cache, target, python, requirements)
+    tgt = targets.TARGETS[target]
+    try:
+        lock = lockfile.lock_for(target, python)
+        main, no_deps = lockfile.read_lock(lock)
+    except lockfile.LockError as exc:
+        raise BuildError(str(exc)) from exc
+    stale = lockfile.problems(lock)
+    if stale:
+        raise BuildError(f"lock/{lock.main_file.name} no longer fits pyproject.toml ({'; '.join(stale)}): "
+                         "run `python installer/lock.py`")
     wheel_dir = cache / "wheels"
     wheel_dir.mkdir(parents=True, exist_ok=True)
-    resolution = _load_cached_resolution(cached_path)
-    if resolution is not None and all(_wheel_ok(wheel_dir / p.filename, p) for p in resolution.packages):
-        log(f"using the cached resolution and wheels for {target} (python {python})")
-        return resolution, [wheel_dir / p.filename for p in resolution.packages]
-    if offline:
+    supported = _supported_tags(tgt, python)
+    plan = [(pkg, False) for pkg in main] + [(pkg, True) for pkg in no_deps]
+    found = {pkg.name: _cached_wheel(wheel_dir, pkg, supported) for pkg, _ in plan}
+    missing = [pkg for pkg, _ in plan if found[pkg.name] is None]
+    if missing and offline:
         raise BuildError(
-            f"--offline: no complete cached resolution for {target} (python {python}) in {cache}; "
-            "run one build with network access first"
+            f"--offline: {len(missing)} locked wheel(s) for {target} are not in {wheel_dir} "
+            f"({', '.join(p.name for p in missing[:5])}); run one build with network access first"
         )
-    try:
-        resolution = resolve.resolve(target, python)
-    except resolve.ResolutionError as exc:
-        raise BuildError(str(exc)) from exc
-    if not resolution.ok:
-        raise BuildError(f"{target} resolves to a broken runtime set: {'; '.join(resolution.problems)}")
-    missing = [p for p in resolution.packages if not _wheel_ok(wheel_dir / p.filename, p)]
     if missing:
-        log(f"downloading {len(missing)} wheel(s) for {target} into {wheel_dir}")
+        log(f"downloading {len(missing)} locked wheel(s) for {target} into {wheel_dir}")
+        _download(tgt, python, missing, wheel_dir)
+        found.update({pkg.name: _cached_wheel(wheel_dir, pkg, supported) for pkg in missing})
+    bad = sorted(pkg.name for pkg, _ in plan if found[pkg.name] is None)
+    if bad:
+        raise BuildError(f"no wheel with a locked sha256 for {target}: {', '.join(bad)}")
+    packages = []
+    for pkg, is_no_deps in plan:
+        hit = found[pkg.name]
+        assert hit is not None
+        packages.append(resolve.ResolvedPackage(pkg.name, pkg.version, hit[0].name, "", hit[1], no_deps=is_no_deps))
+    packages.sort(key=lambda p: p.name)
+    resolution = resolve.Resolution(
+        target=target,
+        python_version=python,
+        requirements=[f"{p.name}=={p.version}" + (" (--no-deps)" if p.no_deps else "") for p in packages],
+        packages=packages,
+        problems=resolve.check_packages(tgt, packages, python),
+    )
+    if not resolution.ok:
+        raise BuildError(f"lock/{lock.main_file.name} is a broken runtime set: {'; '.join(resolution.problems)}")
+    return resolution, [wheel_dir / p.filename for p in packages]
+
+
+def _download(tgt: targets.Target, python: str, packages: Sequence[lockfile.LockedPackage], wheel_dir: Path) -> None:
+    with tempfile.TemporaryDirectory(prefix="npu-studio-download-") as tmp:
+        requirements = Path(tmp) / "requirements.txt"
+        requirements.write_text("".join(p.line() + "\n" for p in packages), encoding="utf-8")
         cmd = [
             sys.executable,
             "-m",
             "pip",
             "download",
             "--no-deps",
+            "--require-hashes",
             "--only-binary=:all:",
-            *(a for plat in targets.TARGETS[target].pip_platforms for a in ("--platform", plat)),
+            *(a for plat in tgt.pip_platforms for a in ("--platform", plat)),
             "--python-version",
             python,
             "--implementation",
@@ -94,20 +123,15 @@ def resolve_and_download(
             str(wheel_dir),
             "--quiet",
             "--disable-pip-version-check",
-            *(f"{p.name}=={p.version}" for p in missing),
+            "-r",
+            str(requirements),
         ]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=DOWNLOAD_TIMEOUT_S)
         except subprocess.TimeoutExpired as exc:
-            raise BuildError(f"pip download for {target} did not finish in {DOWNLOAD_TIMEOUT_S} s") from exc
-        if proc.returncode != 0:
-            raise BuildError(f"pip download failed for {target}: {proc.stderr.strip()[-1500:]}")
-    bad = [p.filename for p in resolution.packages if not _wheel_ok(wheel_dir / p.filename, p)]
-    if bad:
-        raise BuildError(f"downloaded wheels missing or with a wrong sha256: {', '.join(bad)}")
-    cached_path.parent.mkdir(parents=True, exist_ok=True)
-    cached_path.write_text(json.dumps(resolution.to_json(), indent=2), encoding="utf-8")
-    return resolution, [wheel_dir / p.filename for p in resolution.packages]
+            raise BuildError(f"pip download for {tgt.name} did not finish in {DOWNLOAD_TIMEOUT_S} s") from exc
+    if proc.returncode != 0:
+        raise BuildError(f"pip download failed for {tgt.name}: {proc.stderr.strip()[-1500:]}")
 
 
 def unpack_wheel(wheel: Path, site_packages: Path, prefix: Path) -> int:

@@ -28,7 +28,7 @@ def downloaded() -> dict[str, tuple[resolve.Resolution, list[Path]]]:
     out = {}
     for arch in ARCHES:
         try:
-            out[arch] = wheel_cache.resolve_and_download(arch, "3.12", buildenv.default_cache_dir())
+            out[arch] = wheel_cache.download_locked(arch, "3.12", buildenv.default_cache_dir())
         except buildenv.BuildError:
             reachable, why = resolve.registry_reachable()
             if not reachable:
