@@ -1,1 +1,3 @@
-"""Chat: folder validation, the genai model, conversations, chat types."""
+"""Chat: the one chat service (service.py, opened where opening.py's rule says: local.py in this process,
+bounded.py in the bounded engine child), its request and event types (requests.py), folder validation,
+the genai model, conversations, and the chat types."""

@@ -46,6 +46,32 @@ def _threads(value: Any) -> bool:
     return _int(0, cpu_count())(value)
 
 
+def _ov_load_config(value: Any) -> bool:
+    """OpenVINO's `load_config`: a JSON text of per-device properties; only the NPU prompt bounds the
+    OpenVINO NPU chat models set (`{"NPU": {"MAX_PROMPT_LEN": "4096", "MIN_RESPONSE_LEN": "128"}}`), never a
+    property that names a file or a cache folder."""
+    from engines import jsonfile
+
+    if not isinstance(value, str) or len(value) > 1000:
+        return False
+    try:
+        data = jsonfile.loads(value, max_depth=3)
+    except jsonfile.JsonFileError:
+        return False
+    if not isinstance(data, dict):
+        return False
+    for device, properties in data.items():
+        if device not in ("NPU", "GPU", "CPU") or not isinstance(properties, dict):
+            return False
+        for key, item in properties.items():
+            if key not in _OV_PROPERTIES or not _int(1, 1 << 20)(int(item) if str(item).isdigit() else -1):
+                return False
+    return True
+
+
+_OV_PROPERTIES = frozenset({"MAX_PROMPT_LEN", "MIN_RESPONSE_LEN"})
+
+
 def _bare_qnn_backend(value: Any) -> bool:  # a name NPU Studio maps to its own copy, never a path
     return isinstance(value, str) and value.lower() in {
         "qnnhtp.dll", "qnncpu.dll", "qnngpu.dll", "libqnnhtp.so", "libqnncpu.so", "libqnngpu.so",
@@ -84,11 +110,22 @@ PROVIDER_OPTIONS: Mapping[str, Mapping[str, Check]] = {
         "htp_arch": lambda v: _text(v) and str(v).isdigit(),
         "vtcm_mb": lambda v: _text(v) and str(v).isdigit() and int(str(v)) <= 64,
         "offload_graph_io_quantization": _one_of("0", "1"),
+        # Keys NPU chat folders written by Microsoft's tools carry (see docs/MODEL_FOLDERS.md for each source).
+        "enable_htp_shared_memory_allocator": _one_of("0", "1"),
+        "enable_dx12_shared_memory_allocator": _one_of("0", "1"),
+        "backend_type": _one_of("htp", "gpu"),
+        "genie_model": _one_of("true", "false", "1", "0"),
+        "genie_log_level": _one_of("error", "warn", "info", "verbose"),
     },
     "dml": {"device_id": lambda v: _text(v) and str(v).isdigit(), "performance_preference": _text},
     "cuda": {"device_id": lambda v: _text(v) and str(v).isdigit(), "enable_cuda_graph": _one_of("0", "1")},
     "webgpu": {"enableGraphCapture": _one_of("0", "1")},
-    "openvino": {"device_type": _one_of("CPU", "GPU", "NPU", "AUTO"), "precision": _one_of("FP16", "FP32", "ACCURACY")},
+    "openvino": {
+        "device_type": _one_of("CPU", "GPU", "NPU", "AUTO"),
+        "precision": _one_of("FP16", "FP32", "ACCURACY"),
+        "enable_causallm": _one_of("true", "false"),
+        "load_config": _ov_load_config,
+    },
     "vitisai": {},
     "nvtensorrtrtx": {},
 }
@@ -109,6 +146,7 @@ SEARCH_OPTIONS: Mapping[str, Check] = {
     "early_stopping": _bool,
     "past_present_share_buffer": _bool,
     "random_seed": _int(-1, 2**31 - 1),
+    "chunk_size": _int(0, 1 << 24),  # a first prompt read that many tokens at a time (0: at once)
 }
 
 _HINT = (
@@ -157,7 +195,7 @@ def check_config(config: Mapping[str, Any]) -> None:
             if not isinstance(entry, dict) or len(entry) != 1:
                 raise _refuse(here, entry, "is not one provider with its options")
             (name, provider_options), = entry.items()
-            allowed = PROVIDER_OPTIONS.get(str(name).lower())
+            allowed = PROVIDER_OPTIONS.get(str(name).lower().removesuffix("executionprovider"))
             if allowed is None:
                 raise _refuse(f"{here}.{name}", provider_options, "is not an execution provider NPU Studio knows")
             _check_options(f"{here}.{name}", provider_options, allowed, f"{name} provider options")

@@ -25,12 +25,15 @@ from typing import TYPE_CHECKING, Any
 
 from engines.chat.generation import (
     HeldSequence,
+    Steps,
     TextCallback,
+    answer_steps,
+    check_messages,
     check_text,
     common_prefix_length,
-    generate_answer,
     message_text,
     render_prompt,
+    run_steps,
     turn_starts,
 )
 from engines.chat.model import genai
@@ -41,16 +44,9 @@ from engines.types import CancelToken
 
 if TYPE_CHECKING:
     from engines.chat.loaded import ChatModel
+    from engines.chat.requests import Guidance
 
-__all__ = [
-    "Answer",
-    "ChatMessage",
-    "ChatOptions",
-    "Conversation",
-    "GenerationFailedError",
-    "GenerationStats",
-    "StopReason",
-]
+__all__ = ["Conversation", "GenerationFailedError"]
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +73,7 @@ class Conversation:
         self._context_start = 0  # index of the first message still in the context
         self._generator: Any = None
         self._held = HeldSequence()  # what the generator holds
+        self._guidance: Guidance | None = None  # the grammar the generator was built with
         self._lock = threading.Lock()
 
     # -- state -----------------------------------------------------------------------------
@@ -145,12 +142,62 @@ class Conversation:
 
     # -- turns -----------------------------------------------------------------------------
 
+    def answer(
+        self,
+        messages: Sequence[ChatMessage],
+        on_text: TextCallback | None = None,
+        cancel: CancelToken | None = None,
+        *,
+        prefix: str = "",
+        stop: Sequence[str] = (),
+        guidance: Guidance | None = None,
+        drop_oldest: bool = True,
+    ) -> GenerationStats:
+        """Answer the last (user) message of `messages`, which become this conversation's transcript.
+        The generator keeps what it holds of them: a transcript that goes on from the last one prefills
+        only its new turn. `prefix`: the start of the answer, which the model goes on from (continue).
+        `stop`: the answer ends before the first of these. `guidance`: the answer follows that grammar
+        (its generator is built for this answer alone). `drop_oldest`: a conversation longer than the
+        window loses its oldest turns (the app's chat); False refuses it instead (ContextOverflowError
+        with both counts: a caller that sent the whole conversation expects it read whole)."""
+        return run_steps(self.answer_steps(messages, on_text, cancel, prefix=prefix, stop=stop, guidance=guidance,
+                                           drop_oldest=drop_oldest))  # fmt: skip
+
+    def answer_steps(
+        self,
+        messages: Sequence[ChatMessage],
+        on_text: TextCallback | None = None,
+        cancel: CancelToken | None = None,
+        *,
+        prefix: str = "",
+        stop: Sequence[str] = (),
+        guidance: Guidance | None = None,
+        drop_oldest: bool = True,
+    ) -> Steps[GenerationStats]:
+        """`answer` one step at a time, for an engine that steps several answers in turn: the first step
+        reads the prompt and makes the first token, each next one makes one more token. The conversation
+        is busy from the first step to the last."""
+        messages = list(messages)
+        if not messages or messages[-1].role != "user":
+            raise GenerationError("There is no question to answer.", "Send a message first.")
+        check_messages(messages)
+        with self._exclusive():
+            if messages[: self._context_start] != self._messages[: self._context_start]:
+                self._context_start = 0  # another conversation: what left the context before says nothing
+            return (yield from self._respond(messages, on_text, cancel, prefix=prefix, stop=stop, guidance=guidance,
+                                             drop_oldest=drop_oldest))  # fmt: skip
+
+    @property
+    def busy(self) -> bool:
+        """An answer is being made (its steps are under way)."""
+        return self._lock.locked()
+
     def send(
         self, text: str, on_text: TextCallback | None = None, cancel: CancelToken | None = None
     ) -> GenerationStats:
         """Answer a new user message, streaming the answer's text to `on_text`."""
         with self._exclusive():
-            return self._respond([*self._messages, ChatMessage("user", message_text(text))], on_text, cancel)
+            return run_steps(self._respond([*self._messages, ChatMessage("user", message_text(text))], on_text, cancel))
 
     def regenerate(self, on_text: TextCallback | None = None, cancel: CancelToken | None = None) -> GenerationStats:
         """Answer the last user message again (the last answer is replaced)."""
@@ -158,7 +205,7 @@ class Conversation:
             starts = turn_starts(self._messages)
             if not starts:
                 raise GenerationError("There is no answer to regenerate yet.", "Send a message first.")
-            return self._respond(self._messages[: starts[-1] + 1], on_text, cancel)
+            return run_steps(self._respond(self._messages[: starts[-1] + 1], on_text, cancel))
 
     def edit_last(
         self, text: str, on_text: TextCallback | None = None, cancel: CancelToken | None = None
@@ -169,7 +216,7 @@ class Conversation:
             if not starts:
                 raise GenerationError("There is no message to edit yet.", "Send a message first.")
             kept = self._messages[: starts[-1]]
-            return self._respond([*kept, ChatMessage("user", message_text(text))], on_text, cancel)
+            return run_steps(self._respond([*kept, ChatMessage("user", message_text(text))], on_text, cancel))
 
     def continue_last(self, on_text: TextCallback | None = None, cancel: CancelToken | None = None) -> GenerationStats:
         """Write more of the last answer (one that stopped at the length limit, or was stopped): the
@@ -177,7 +224,7 @@ class Conversation:
         with self._exclusive():
             if not self._messages or self._messages[-1].role != "assistant":
                 raise GenerationError("There is no answer to continue.", "Send a message first.")
-            return self._respond(self._messages[:-1], on_text, cancel, prefix=self._messages[-1].content)
+            return run_steps(self._respond(self._messages[:-1], on_text, cancel, prefix=self._messages[-1].content))
 
     # -- internals -------------------------------------------------------------------------
 
@@ -195,12 +242,15 @@ class Conversation:
     def _drop_generator(self) -> None:
         self._generator = None
         self._held = HeldSequence()
+        self._guidance = None
 
     def _encode(self, messages: Sequence[ChatMessage], prefix: str = "") -> tuple[list[int], str]:
         """The prompt's tokens and text (`prefix`: the start of the answer, when continuing one). Where
         the text continues a turn boundary the generator holds, the held tokens are reused as they are
         and only the rest is encoded."""
-        text = render_prompt(self._model.tokenizer, self._system_prompt, messages) + prefix
+        literal = getattr(self._model, "literal", None)
+        text = render_prompt(self._model.tokenizer, self._system_prompt, messages, literal)
+        text += literal(prefix) if literal is not None else prefix
         mark = self._held.longest_mark(text) if self._generator is not None else None
         if mark is None:
             return self._model.encode(text), text
@@ -208,10 +258,12 @@ class Conversation:
         rest = self._model.encode(text[text_length:], continuation=True) if len(text) > text_length else []
         return self._held.tokens[:token_count] + rest, text
 
-    def _fit(self, messages: list[ChatMessage], prefix: str = "") -> tuple[int, list[int], str, int, int]:
+    def _fit(
+        self, messages: list[ChatMessage], prefix: str = "", drop_oldest: bool = True
+    ) -> tuple[int, list[int], str, int, int]:
         """(first message in context, prompt tokens, prompt text, new-token budget, turns dropped) so
-        that the prompt and the answer fit the window. Drops the oldest turns first; caps the answer
-        only when the last message is all that is left."""
+        that the prompt and the answer fit the window. Drops the oldest turns first (unless not
+        `drop_oldest`); caps the answer only when the last message is all that is left (or all are kept)."""
         window = self.context_length
         wanted = self._options.max_new_tokens
         start = min(self._context_start, turn_starts(messages)[-1])
@@ -221,24 +273,35 @@ class Conversation:
             room = window - len(tokens)
             if room >= wanted:
                 return start, tokens, text, wanted, dropped
-            later = [i for i in turn_starts(messages) if i > start]
+            later = [i for i in turn_starts(messages) if i > start] if drop_oldest else []
             if later:
                 start = later[0]
                 dropped += 1
                 continue
             if room >= 1:
                 return start, tokens, text, room, dropped
+            if not drop_oldest and len(turn_starts(messages)) > 1:
+                raise ContextOverflowError(
+                    f"The conversation is too long for the model's context window ({len(tokens)} tokens with the "
+                    f"system prompt; the window holds {window}).",
+                    "Send fewer or shorter messages.",
+                    prompt_tokens=len(tokens), context_length=window,
+                )
             raise ContextOverflowError(
                 f"This message is too long for the model's context window ({len(tokens)} tokens with the "
                 f"system prompt; the window holds {window}).",
                 "Shorten the message or the system prompt.",
+                prompt_tokens=len(tokens), context_length=window,
             )
 
-    def _sync(self, tokens: list[int], text: str) -> int:
+    def _sync(self, tokens: list[int], text: str, guidance: Guidance | None = None) -> int:
         """Make the generator hold exactly `tokens`, appending only what it lacks (after a rewind to
-        the longest common prefix). Returns how many tokens were prefilled."""
+        the longest common prefix). Returns how many tokens were prefilled. A guided answer, or the
+        first answer after one, gets a new generator: a grammar is part of the generator."""
         generator = self._generator
         held = self._held
+        if guidance is not None or self._guidance is not None:
+            generator = None
         if generator is not None and generator.token_count() != len(held.tokens):
             log.warning(
                 "generator out of step (%d vs %d tokens); rebuilding", generator.token_count(), len(held.tokens)
@@ -249,10 +312,7 @@ class Conversation:
         if generator is None or common == 0:
             self._generator = None
             self._held = held = HeldSequence()
-            og = genai()
-            params = og.GeneratorParams(self._model.model)
-            params.set_search_options(**self._options.search_options(self.context_length))
-            generator = og.Generator(self._model.model, params)
+            generator = self._new_generator(guidance)
             common = 0
         elif common < len(held.tokens):
             generator.rewind_to(common)
@@ -262,16 +322,50 @@ class Conversation:
         held.set_prompt(tokens, text)
         return len(tokens) - common
 
+    def _new_generator(self, guidance: Guidance | None) -> Any:
+        og = genai()
+        params = og.GeneratorParams(self._model.model)
+        params.set_search_options(**self._options.search_options(self.context_length))
+        speculative = self._options.speculative_options() if self._model.prompt_lookup is not False else None
+        if speculative is not None:
+            params.set_speculative_options(**speculative)
+        self._guidance = guidance
+        try:
+            if guidance is not None:
+                params.set_guidance(*guidance.for_genai())
+            generator = og.Generator(self._model.model, params)
+        except Exception as exc:  # a grammar is compiled when the generator is made
+            if speculative is not None and "N-gram decoding" in str(exc):
+                # A graph that computes only the last position's logits (a pruned LM head) cannot verify
+                # drafts: this model decodes one token at a time, and the log says so once.
+                log.info("prompt lookup is off for %s: %s", self._model.folder.name, exc)
+                self._model.prompt_lookup = False
+                return self._new_generator(guidance)
+            if guidance is None:
+                raise
+            lines = [line.strip() for line in str(exc).removeprefix("Error creating grammar:").splitlines()]
+            said = " ".join([lines[0], *(line for line in lines[1:] if line.startswith("error:"))] if lines else [])
+            raise GenerationError(
+                f"The {guidance.kind.value.replace('_', ' ')} guidance could not be used: {said.strip()[:300]}",
+                "Check the schema, regular expression or grammar.",
+            ) from exc
+        if speculative is not None:
+            self._model.prompt_lookup = True
+        return generator
+
     def _respond(
         self,
         messages: list[ChatMessage],
         on_text: TextCallback | None,
         cancel: CancelToken | None,
         prefix: str = "",
-    ) -> GenerationStats:
+        stop: Sequence[str] = (),
+        guidance: Guidance | None = None,
+        drop_oldest: bool = True,
+    ) -> Steps[GenerationStats]:
         started = time.perf_counter()
         model = self._model
-        start, prompt, prompt_text, budget, dropped = self._fit(messages, prefix)
+        start, prompt, prompt_text, budget, dropped = self._fit(messages, prefix, drop_oldest)
         capped = budget < self._options.max_new_tokens
         if cancel is not None and cancel.cancelled:
             answer = Answer((), "", StopReason.CANCELLED, None, time.perf_counter())
@@ -290,8 +384,8 @@ class Conversation:
 
             prefill, prefill_started = 0, time.perf_counter()
             try:
-                prefill = self._sync(prompt, prompt_text)
-                answer = generate_answer(
+                prefill = self._sync(prompt, prompt_text, guidance)
+                answer = yield from answer_steps(
                     self._generator,
                     model.tokenizer,
                     max_new_tokens=budget,
@@ -299,6 +393,7 @@ class Conversation:
                     on_text=collect,
                     cancel=cancel,
                     tokens=answer_tokens,
+                    stop=stop,
                 )
                 sequence = [int(t) for t in self._generator.get_sequence(0)]
                 generated = sequence[len(prompt) :]
@@ -331,6 +426,8 @@ class Conversation:
         reason = answer.stop_reason
         if reason == StopReason.LENGTH and capped:
             reason = StopReason.CONTEXT
+        elif reason == StopReason.CONTEXT and self._guidance is not None and self.context_used < self.context_length:
+            reason = StopReason.EOS  # the grammar was complete: the generator was done before the window was full
         self._messages = [*messages, ChatMessage("assistant", prefix + answer.text, reason)]
         self._context_start = start
         if dropped:

@@ -66,6 +66,14 @@ class ModelFolder:
         return self.path.name
 
 
+def context_window(folder: ModelFolder, wanted: int | None = None) -> int:
+    """THE tokens a conversation may hold with the model in `folder` (prompt and answer together): the asked
+    window (`ChatOptions.context_window`), else the folder's default (its genai_config's search.max_length,
+    the length its generators are built for), never more than the model's own context_length. A loaded
+    model's window and the one a server lists for a model it has not loaded come from here."""
+    return min(wanted or folder.default_max_length, folder.context_length)
+
+
 def validate_model_folder(folder: str | Path) -> ModelFolder:
     """Check a genai folder without loading anything native. Each problem is its own ModelError."""
     path = Path(folder).expanduser()

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Generator, Sequence
+from typing import Any, TypeVar, cast
 
 from engines.chat.types import Answer, ChatMessage, StopReason
 from engines.errors import GenerationError, ModelError
@@ -19,18 +19,36 @@ from engines.types import CancelToken
 __all__ = [
     "Clock",
     "HeldSequence",
+    "Steps",
+    "StopScanner",
     "TextCallback",
+    "answer_steps",
+    "check_messages",
     "check_text",
     "common_prefix_length",
     "generate_answer",
     "message_text",
     "observe_renders",
     "render_prompt",
+    "run_steps",
     "turn_starts",
 ]
 
 TextCallback = Callable[[str], None]
 Clock = Callable[[], float]
+T = TypeVar("T")
+
+
+Steps = Generator[None, None, T]  # one step per next(): a token (the first also prefills); the value at the end
+
+
+def run_steps(steps: Generator[None, None, T]) -> T:
+    """Drive `steps` to its end and return its value (one caller alone: no other turn in between)."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return cast(T, done.value)
 
 
 def generate_answer(
@@ -43,16 +61,44 @@ def generate_answer(
     cancel: CancelToken | None = None,
     clock: Clock = time.perf_counter,
     tokens: list[int] | None = None,
+    stop: Sequence[str] = (),
 ) -> Answer:
-    """Generate up to `max_new_tokens` from a generator that holds the prompt, streaming text through a
-    `TokenizerStream` (which holds back incomplete UTF-8 sequences) and checking `cancel` before each
-    step. End-of-sequence tokens are not decoded into the text. `tokens`, when given, collects the
-    generated ids as they come (the caller still has them if a step raises)."""
+    """`answer_steps` run to its end: the whole answer, with nothing else stepped in between."""
+    return run_steps(answer_steps(generator, tokenizer, max_new_tokens=max_new_tokens, eos_token_ids=eos_token_ids,
+                                  on_text=on_text, cancel=cancel, clock=clock, tokens=tokens, stop=stop))  # fmt: skip
+
+
+def answer_steps(
+    generator: Any,
+    tokenizer: Any,
+    *,
+    max_new_tokens: int,
+    eos_token_ids: frozenset[int],
+    on_text: TextCallback | None = None,
+    cancel: CancelToken | None = None,
+    clock: Clock = time.perf_counter,
+    tokens: list[int] | None = None,
+    stop: Sequence[str] = (),
+) -> Steps[Answer]:
+    """Generate up to `max_new_tokens` from a generator that holds the prompt, one token per step (the
+    engine steps other answers in between), streaming text through a `TokenizerStream` (which holds back
+    incomplete UTF-8 sequences) and checking `cancel` before each token. End-of-sequence tokens are not
+    decoded into the text. `tokens`, when given, collects the generated ids as they come (the caller
+    still has them if a step raises). The answer ends before the first of the `stop` strings (text that
+    may begin one is held back until it is known not to)."""
     stream = tokenizer.create_stream()
+    scanner = StopScanner(stop)
     tokens = tokens if tokens is not None else []
     pieces: list[str] = []
     first: float | None = None
     reason = StopReason.LENGTH
+
+    def emit(piece: str) -> None:
+        if piece:
+            pieces.append(piece)
+            if on_text is not None:
+                on_text(piece)
+
     while True:
         if cancel is not None and cancel.cancelled:
             reason = StopReason.CANCELLED
@@ -73,10 +119,49 @@ def generate_answer(
             break
         piece = stream.decode(token)
         if piece:
-            pieces.append(piece)
-            if on_text is not None:
-                on_text(piece)
+            emit(scanner.push(piece))
+            if scanner.stopped:
+                reason = StopReason.STOP
+                break
+        yield
+    emit(scanner.flush())
     return Answer(tuple(tokens), "".join(pieces), reason, first, clock())
+
+
+class StopScanner:
+    """Finds the first stop string in streamed text. `push` returns the text that is safe to show now:
+    everything before a stop string, less a tail that may still become one."""
+
+    def __init__(self, stops: Sequence[str]) -> None:
+        self._stops = tuple(s for s in stops if s)
+        self._held = ""
+        self.stopped = False
+
+    def push(self, piece: str) -> str:
+        if not self._stops or self.stopped:
+            return piece if not self.stopped else ""
+        text = self._held + piece
+        found = [i for i in (text.find(s) for s in self._stops) if i >= 0]
+        if found:
+            self.stopped = True
+            self._held = ""
+            return text[: min(found)]
+        keep = max((_overlap(text, stop) for stop in self._stops), default=0)
+        self._held = text[len(text) - keep :] if keep else ""
+        return text[: len(text) - keep]
+
+    def flush(self) -> str:
+        """What was held back, once the answer ended without a stop string."""
+        held, self._held = self._held, ""
+        return held
+
+
+def _overlap(text: str, stop: str) -> int:
+    """The length of the longest end of `text` that is a beginning of `stop` (shorter than `stop`)."""
+    for length in range(min(len(stop) - 1, len(text)), 0, -1):
+        if text.endswith(stop[:length]):
+            return length
+    return 0
 
 
 RenderObserver = Callable[[str, int], None]
@@ -90,10 +175,17 @@ def observe_renders(observer: RenderObserver | None) -> None:
     _render_observer[:] = [observer] if observer is not None else []
 
 
-def render_prompt(tokenizer: Any, system_prompt: str, messages: Sequence[ChatMessage]) -> str:
-    """The conversation through the model's own chat template, ready for the assistant's answer."""
-    turns = [{"role": "system", "content": system_prompt}] if system_prompt else []
-    turns += [{"role": m.role, "content": m.content} for m in messages]
+def render_prompt(
+    tokenizer: Any,
+    system_prompt: str,
+    messages: Sequence[ChatMessage],
+    literal: Callable[[str], str] | None = None,
+) -> str:
+    """The conversation through the model's own chat template, ready for the assistant's answer.
+    `literal` keeps each message's text from forming control tokens (engines/chat/control_tokens.py)."""
+    text = literal or (lambda content: content)
+    turns = [{"role": "system", "content": text(system_prompt)}] if system_prompt else []
+    turns += [{"role": m.role, "content": text(m.content)} for m in messages]
     payload = json.dumps(turns, ensure_ascii=False)
     observer = _render_observer[0] if _render_observer else None
     if observer is not None:
@@ -173,6 +265,13 @@ def message_text(text: str) -> str:
         raise GenerationError("The message is empty.", "Type something to send.")
     check_text(text, "The message")
     return text
+
+
+def check_messages(messages: Sequence[ChatMessage]) -> None:
+    """Every message's text passes `check_text` (the last one is "the message" the user just wrote)."""
+    for index, message in enumerate(messages):
+        last = index == len(messages) - 1
+        check_text(message.content, "The message" if last else f"Message {index + 1} of the conversation")
 
 
 def check_text(text: str, what: str) -> None:

@@ -6,21 +6,15 @@ the onnxruntime-genai model and tokenizer loaded, the template tried. Conversati
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from engines.chat.control_tokens import ControlTokens
 from engines.chat.conversation import Conversation
+from engines.chat.folder import ModelFolder, context_window, validate_model_folder
 from engines.chat.generation import render_prompt
-from engines.chat.model import (
-    ModelFolder,
-    ProviderPlan,
-    chat_devices,
-    discover,
-    genai,
-    load_native_model,
-    plan_providers,
-    validate_model_folder,
-)
+from engines.chat.model import ProviderPlan, chat_devices, discover, genai, load_native_model, plan_providers
 from engines.chat.prepared import Prepared
 from engines.chat.types import ChatMessage, ChatOptions
 from engines.errors import ModelError
@@ -44,7 +38,11 @@ class ChatModel:
         eos = {int(t) for t in getattr(tokenizer, "eos_token_ids", ()) or ()}
         self.eos_token_ids = frozenset(eos)
         self._bos = _adds_bos(tokenizer)
+        self.control_tokens = ControlTokens.of_folder(folder.path)  # message text never forms them
         self.memory_notice = ""  # set when the model may not fit comfortably in free RAM
+        # Whether its graph can verify prompt-lookup drafts (every position's logits): None until a
+        # conversation asks for it, False once onnxruntime-genai refused (a pruned LM head).
+        self.prompt_lookup: bool | None = None
 
     def encode(self, text: str, continuation: bool = False) -> list[int]:
         """Token ids of `text`; a continuation gets no beginning-of-sequence token."""
@@ -54,6 +52,20 @@ class ChatModel:
         if continuation and self._bos is not None and ids[:1] == [self._bos]:
             ids = ids[1:]
         return ids
+
+    def literal(self, text: str) -> str:
+        """Message text as it goes into the template: control-token strings in it stay text."""
+        return self.control_tokens.literal(text)
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of `text` as the model reads it in a message."""
+        return len(self.encode(self.literal(text)))
+
+    def prompt_tokens(self, system_prompt: str, messages: Sequence[ChatMessage], prefix: str = "") -> int:
+        """Tokens of the whole prompt for an answer to `messages` (after `prefix`, when one is continued): the
+        conversation through the model's chat template, exactly as a new generator would read it."""
+        text = render_prompt(self.tokenizer, system_prompt, messages, self.literal) + self.literal(prefix)
+        return len(self.encode(text))
 
     @classmethod
     def load(
@@ -80,11 +92,11 @@ class ChatModel:
             )
         # Before onnxruntime-genai runs the model or its template in this process: once, in a bounded child.
         trial.ensure_tried(info.path, trial.CHAT)
-        devices = prepared.devices if prepared is not None and available is None else chat_devices(available)
+        devices = prepared.devices if prepared is not None and available is None else chat_devices(available, choice)
         plan = plan_providers(info, choice, devices)
         if prepared is not None and plan.ep != CPU_EP:
             discover()  # a device EP: registered in this process too (plugin libraries), as discovery does
-        og = genai(runtime_first=prepared is None or plan.ep != CPU_EP)
+        og = genai(runtime_first=plan.ep != CPU_EP)  # the CPU needs no ONNX Runtime module (nor numpy) here
         model, plan = load_native_model(og, info, plan, strict=choice.strict)
         try:
             tokenizer = og.Tokenizer(model)
@@ -110,8 +122,7 @@ class ChatModel:
         return self.plan.placement()
 
     def context_window(self, options: ChatOptions) -> int:
-        wanted = options.context_window or self.folder.default_max_length
-        return min(wanted, self.folder.context_length)
+        return context_window(self.folder, options.context_window)
 
     def new_conversation(self, system_prompt: str = "", options: ChatOptions | None = None) -> Conversation:
         return Conversation(self, system_prompt, options or ChatOptions())

@@ -5,23 +5,16 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from engines.chat import threads
 from engines.chat.folder import (
-    CHAT_TEMPLATE_FILE,
     DML_EP,
     GENAI_CONFIG,
     GENAI_PROVIDER_NAMES,
     QNN_EP,
-    TOKENIZER_CONFIG,
-    TOKENIZER_JSON,
-    TOKENIZER_MODULE,
     ModelFolder,
-    ep_from_genai_name,
-    validate_model_folder,
 )
 from engines.errors import DeviceUnavailableError, ModelError, StudioError
 from engines.runtime import failures
@@ -39,20 +32,6 @@ from engines.types import (
 )
 
 log = logging.getLogger(__name__)
-
-# Folder validation lives in engines/chat/folder.py; its names are importable from here as well.
-__all__ = [
-    "CHAT_TEMPLATE_FILE", "DML_EP", "GENAI_CONFIG", "GENAI_PROVIDER_NAMES", "QNN_EP", "TOKENIZER_CONFIG",
-    "TOKENIZER_JSON", "TOKENIZER_MODULE", "ModelFolder", "ProviderPlan", "chat_devices", "configure",
-    "discover", "ep_from_genai_name", "genai", "load_native_model", "missing_reason", "plan_providers",
-    "register_plugin_ep", "register_qnn_plugin", "use_fake_genai", "validate_model_folder",
-]
-
-# Which EPs can serve a device type for chat, best first.
-_CANDIDATES: Mapping[DeviceType, tuple[str, ...]] = {
-    DeviceType.NPU: (QNN_EP, "OpenVINOExecutionProvider", "VitisAIExecutionProvider"),
-    DeviceType.GPU: (DML_EP, "CUDAExecutionProvider", "WebGpuExecutionProvider"),
-}
 
 
 # --------------------------------------------------------------------------------------------
@@ -109,9 +88,12 @@ def missing_reason(ep: str) -> str:
     return f"{short} is not part of this build."
 
 
-def chat_devices(available: frozenset[str] | None = None) -> DeviceSet:
+def chat_devices(available: frozenset[str] | None = None, choice: DeviceChoice | None = None) -> DeviceSet:
     """The devices onnxruntime-genai can use here: the discovered ones (minus those that failed in this
-    run) that genai can drive, or, with `available`, exactly those EPs (tests, tools)."""
+    run) that genai can drive, or, with `available`, exactly those EPs (tests, tools). The CPU asked for by
+    name needs no discovery (genai always has it): ONNX Runtime's Python module is not even imported."""
+    if available is None and choice is not None and choice.wanted_type == DeviceType.CPU and not choice.ep_options:
+        available = frozenset({CPU_EP})
     if available is None:
         from engines.runtime.devices import discover
         from engines.runtime.fallback import HEALTH
@@ -125,12 +107,7 @@ def chat_devices(available: frozenset[str] | None = None) -> DeviceSet:
             kind = EP_DEVICE_TYPE.get(ep)
             if kind is not None:
                 reasons.setdefault(kind.value, missing_reason(ep))
-    return DeviceSet.of(sorted(eps, key=_genai_rank), reasons)
-
-
-def _genai_rank(ep: str) -> int:
-    order = [*_CANDIDATES[DeviceType.NPU], *_CANDIDATES[DeviceType.GPU]]
-    return order.index(ep) if ep in order else len(order)
+    return DeviceSet.of(eps, reasons)  # in the planner's order
 
 
 def plan_providers(
@@ -216,6 +193,11 @@ def use_fake_genai(module: Any) -> None:
     _og_override = module
     with _plugin_lock:
         _registered_plugins.clear()
+
+
+def genai_is_fake() -> bool:
+    """Whether a test fake stands in for onnxruntime_genai (`use_fake_genai`)."""
+    return _og_override is not None
 
 
 def register_plugin_ep(og: Any, ep: str) -> None:

@@ -1,6 +1,6 @@
 """What a process that hands a chat model to a child engine process already knows (no runtime here).
 
-The app's chat engine runs in a child process (app/chat_process.py). Loading there from nothing costs
+The chat engine often runs in a child process (engines/chat/bounded.py). Loading there from nothing costs
 the child memory it then holds for the whole session: the `onnx` package for the folder's safety
 check (~20 MB) and ONNX Runtime's Python module, numpy and the plugin EPs that device discovery
 registers (~15-35 MB). The app's own process has imported those already (its classifier is checked and

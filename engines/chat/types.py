@@ -6,6 +6,7 @@ No onnxruntime here, on purpose: the UI imports these without pulling a runtime 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from enum import StrEnum
 from typing import Any
@@ -16,11 +17,18 @@ from engines.types import short_ep_name
 
 class StopReason(StrEnum):
     EOS = "eos"  # the model ended its answer
+    STOP = "stop"  # the answer reached one of the request's stop strings
     LENGTH = "length"  # max_new_tokens reached
     CANCELLED = "cancelled"
     CONTEXT = "context"  # the context window is full
     ERROR = "error"
 
+
+# Prompt-lookup decoding (onnxruntime-genai's n-gram speculative decoding): the last NGRAM - 1 tokens are looked
+# up in the conversation so far, and the DRAFT tokens that followed them there are verified by the model in one
+# step. Chosen by tests/bench/bench_chat_speculative.py on the demo model (see its header for the sweep).
+PROMPT_LOOKUP_NGRAM = 3
+PROMPT_LOOKUP_DRAFT = 4
 
 # onnxruntime-genai takes its search options as C ints and doubles: a larger number, or NaN/infinity
 # (which no comparison catches), would reach it and fail with binding internals or sample nonsense.
@@ -54,6 +62,13 @@ class ChatOptions:
     do_sample: bool = False
     seed: int | None = None
     context_window: int | None = None  # tokens a conversation may hold; None: the model's default
+    # Prompt-lookup decoding: drafts copied from the conversation, verified by the model, so a greedy answer comes
+    # sooner where it repeats its input (edits, summaries, code). It applies to greedy answers without a
+    # repetition penalty (`uses_prompt_lookup`); models whose graph computes only the last position's logits
+    # cannot verify drafts and decode one token at a time. The answer is the model's greedy answer: token for
+    # token the same on a float model; on an int4 one (ONNX Runtime's MatMulNBits sums one row and several rows
+    # in different orders, ~1e-6 apart) it can take the other of two nearly tied tokens (margins under ~0.2 seen).
+    prompt_lookup: bool = False
 
     def __post_init__(self) -> None:
         problems = []
@@ -73,8 +88,18 @@ class ChatOptions:
             problems.append(f"seed must be a whole number from 0 to {_INT_MAX:,}")
         if self.context_window is not None and not _whole(self.context_window, 2):
             problems.append("context_window must be at least 2 tokens (a whole number)")
+        if not isinstance(self.prompt_lookup, bool):
+            problems.append("prompt_lookup must be true or false")
         if problems:
             raise GenerationError("Invalid chat options: " + "; ".join(problems) + ".")
+
+    @classmethod
+    def from_overrides(cls, overrides: Mapping[str, Any]) -> ChatOptions:
+        """The defaults with `overrides` (a settings dict, the view's generation panel) applied."""
+        unknown = sorted(set(overrides) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise GenerationError(f"Unknown generation setting(s): {', '.join(unknown)}.", "Reset the chat settings.")
+        return cls(**overrides)
 
     def search_options(self, max_length: int) -> dict[str, Any]:
         """Keyword arguments for `og.GeneratorParams.set_search_options`."""
@@ -89,6 +114,20 @@ class ChatOptions:
         if self.seed is not None:
             options["random_seed"] = self.seed
         return options
+
+    @property
+    def uses_prompt_lookup(self) -> bool:
+        """Prompt lookup is asked for and keeps the answer exactly what one token per step gives: greedy, no
+        repetition penalty. (With a penalty, onnxruntime-genai 0.18's n-gram path departs from the one-token
+        path once a new turn is appended to a generator that already answered; sampled answers would differ
+        from the same seed's.)"""
+        return self.prompt_lookup and not self.do_sample and self.repetition_penalty == 1.0
+
+    def speculative_options(self) -> dict[str, Any] | None:
+        """Keyword arguments for `og.GeneratorParams.set_speculative_options`, or None (one token per step)."""
+        if not self.uses_prompt_lookup:
+            return None
+        return {"ngram_size": PROMPT_LOOKUP_NGRAM, "max_draft_tokens": PROMPT_LOOKUP_DRAFT}
 
     def same_generator(self, other: ChatOptions) -> bool:
         """True when only max_new_tokens differs: the generator (and its KV cache) can stay."""

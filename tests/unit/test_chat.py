@@ -12,9 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engines.chat.conversation import ChatMessage, ChatOptions, Conversation, GenerationStats, StopReason
+from engines.chat.conversation import Conversation
 from engines.chat.generation import HeldSequence, generate_answer, render_prompt
 from engines.chat.loaded import ChatModel
+from engines.chat.types import ChatMessage, ChatOptions, GenerationStats, StopReason
 from engines.errors import GenerationError, ModelError
 from engines.types import CPU_EP, CancelToken, DeviceChoice
 

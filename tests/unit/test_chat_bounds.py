@@ -1,4 +1,4 @@
-"""The bounds on the chat engine's child process (app/chat_bounds.py) and the render reports they rely on."""
+"""The bounds on the chat engine's child process (engines/chat/bounds.py) and the render reports they rely on."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from app import chat_bounds
+from engines.chat import bounds as chat_bounds
 from engines.chat.generation import observe_renders, render_prompt
 from engines.chat.types import ChatMessage
 from engines.errors import GenerationError, ModelError

@@ -13,16 +13,9 @@ import pytest
 
 from engines import runtime as engines_runtime
 from engines.chat import model as chat_model
+from engines.chat.folder import CHAT_TEMPLATE_FILE, DML_EP, GENAI_CONFIG, QNN_EP, ModelFolder, validate_model_folder
 from engines.chat.loaded import ChatModel
-from engines.chat.model import (
-    CHAT_TEMPLATE_FILE,
-    DML_EP,
-    GENAI_CONFIG,
-    QNN_EP,
-    ModelFolder,
-    plan_providers,
-    validate_model_folder,
-)
+from engines.chat.model import plan_providers
 from engines.errors import DeviceUnavailableError, ModelError
 from engines.types import CPU_EP, DeviceChoice
 

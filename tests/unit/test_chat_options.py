@@ -9,7 +9,6 @@ import re
 
 import pytest
 
-from app.chat_session import chat_options
 from engines.chat.generation import check_text
 from engines.chat.types import ChatOptions
 from engines.errors import GenerationError
@@ -35,7 +34,7 @@ from engines.errors import GenerationError
 )
 def test_the_app_refuses_options_the_runtime_cannot_take(overrides: dict[str, object]) -> None:
     with pytest.raises(GenerationError, match=next(iter(overrides))):
-        chat_options(overrides)
+        ChatOptions.from_overrides(overrides)
 
 
 def test_sane_options_pass() -> None:

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from engines.chat import loaded, prepared
+from engines.chat.folder import DML_EP
 from engines.chat.loaded import ChatModel
-from engines.chat.model import DML_EP
 from engines.models import trial
 from engines.runtime.planning import DeviceSet
 from engines.types import CPU_EP, DeviceChoice
@@ -74,21 +74,24 @@ def test_a_prepared_load_uses_the_given_folder_and_devices(
 def test_the_chat_engine_child_holds_only_what_chatting_needs(
     tiny_llm: Path, trusting: Callable[[Path], None], trusted: bool
 ) -> None:
-    from app.chat_process import ChatProcess
+    from engines.chat.bounded import EngineProcess
+    from engines.chat.requests import ChatRequest, Finished
+    from engines.chat.types import ChatOptions
 
     if trusted:
         trusting(tiny_llm)
-    engine = ChatProcess()
+    engine = EngineProcess()
     try:
-        event = engine.request(("load", str(tiny_llm), DeviceChoice.parse("cpu")), lambda e: None, None, lambda: False)
-        assert event[0] == "loaded", event
-        maps = Path(f"/proc/{engine._process.pid}/maps").read_text()
-        event = engine.request(("generate", "send", 1, "hi", [], "", {"max_new_tokens": 2}), lambda e: None, None,
-                               lambda: False)  # fmt: skip
-        assert event[0] == "finished" and event[1]["generated_tokens"] >= 1
+        loaded = engine.load(str(tiny_llm), DeviceChoice.parse("cpu"), lambda e: None, None)
+        assert isinstance(loaded, tuple) and loaded[0] == "loaded", loaded
+        maps = Path(f"/proc/{engine.pid}/maps").read_text()
+        request = ChatRequest.send([], "hi", options=ChatOptions(max_new_tokens=2))
+        done = engine.request(("answer", request), lambda e: None, None)
+        assert isinstance(done, Finished) and done.stats.generated_tokens >= 1
     finally:
         engine.close()
     assert "libonnxruntime.so" in maps and "onnxruntime-genai" in maps
     assert "onnxruntime_pybind11_state" not in maps  # genai alone on the CPU
-    # The folder check needs `onnx`: in the parent for a trusted folder, in the bounded child otherwise.
-    assert ("onnx_cpp2py_export" in maps) is (not trusted)
+    # The folder check reads the ONNX files itself (engines/models/onnx_wire.py): no `onnx` package, trusted
+    # folder or not.
+    assert "onnx_cpp2py_export" not in maps

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from engines.chat import threads
-from engines.chat.model import ProviderPlan, configure, validate_model_folder
+from engines.chat.folder import validate_model_folder
+from engines.chat.model import ProviderPlan, configure
 from engines.types import CPU_EP, cpu_count, physical_cores
 
 

@@ -1,4 +1,4 @@
-"""The deadlines the chat engine's parent keeps for a request (app/chat_watch.py), on a fake clock."""
+"""The deadlines the chat engine's parent keeps for a request (engines/chat/watch.py), on a fake clock."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from app import chat_watch, model_trials, paths
-from app.chat_watch import Watch
+from app import model_trials, paths
+from engines.chat import watch as chat_watch
+from engines.chat.watch import Watch
 from engines.errors import CancelledError, ModelError
 from engines.models import trial
 
@@ -20,7 +21,7 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 
 
 def test_an_answer_may_wait_for_each_token_only_so_long(clock: list[float]) -> None:
-    watch = Watch("generate", 10.0, 3.0)
+    watch = Watch("answer", 10.0, 3.0)
     clock[0] += 9.9
     assert watch.check(False, False) is None
     watch.saw(("text", "a"))  # a token came: the bound starts again
@@ -33,8 +34,19 @@ def test_an_answer_may_wait_for_each_token_only_so_long(clock: list[float]) -> N
 
 
 def test_the_first_token_is_named_as_such(clock: list[float]) -> None:
-    watch = Watch("generate", 5.0, 3.0)
+    watch = Watch("answer", 5.0, 3.0)
     watch.saw(("started", 1))
+    clock[0] += 5.1
+    verdict = watch.check(False, False)
+    assert verdict is not None and "first token" in verdict.error.message
+
+
+def test_waiting_in_line_behind_other_answers_is_not_a_hang(clock: list[float]) -> None:
+    watch = Watch("answer", 5.0, 3.0)
+    watch.saw(("event",))  # Waiting: its place in line changed
+    clock[0] += 60.0  # other answers take their time
+    assert watch.check(False, False) is None
+    watch.saw(("started",))  # the engine took it: from now on its tokens are due
     clock[0] += 5.1
     verdict = watch.check(False, False)
     assert verdict is not None and "first token" in verdict.error.message
@@ -44,7 +56,7 @@ def test_a_render_has_its_own_bound_and_suspends_the_token_bound(
     clock: list[float], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("NPU_STUDIO_RENDER_SECONDS", "20")
-    watch = Watch("generate", 5.0, 3.0)
+    watch = Watch("answer", 5.0, 3.0)
     watch.saw(("rendering", 100))
     clock[0] += 10.0  # past the token bound, inside the render's
     assert watch.check(False, False) is None
@@ -54,7 +66,7 @@ def test_a_render_has_its_own_bound_and_suspends_the_token_bound(
 
 
 def test_stop_kills_after_the_grace_without_forgetting_the_model(clock: list[float]) -> None:
-    watch = Watch("generate", None, 3.0)  # a bundled model: no token bound
+    watch = Watch("answer", None, 3.0)  # a bundled model: no token bound
     clock[0] += 3600.0
     assert watch.check(False, False) is None
     assert watch.check(True, False) is None
