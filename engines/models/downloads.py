@@ -32,13 +32,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from engines import jsonfile
+from engines import jsonfile, shared_files
 from engines.errors import CancelledError, ModelError, StorageError, StudioError
 from engines.models.catalog import CatalogEntry
+from engines.models.download_errors import DownloadError, NotReached, network_error
 from engines.models.library import (
     ModelEntry,
     check_free_space,
-    check_name,
+    check_new_name,
     commit_folder,
     format_bytes,
 )
@@ -50,12 +51,6 @@ DEFAULT_ENDPOINT = "https://huggingface.co"
 DOWNLOADS_DIR = ".downloads"
 _CHUNK = 1 << 20
 _STATE = "state.json"
-
-
-class DownloadError(StudioError):
-    """A download could not be done (forbidden, network, the Hub refused)."""
-
-    code = "download"
 
 
 # --------------------------------------------------------------------------------------------
@@ -104,6 +99,12 @@ def partial_bytes(user_dir: Path, entry_id: str) -> int:
     return sum(p.stat().st_size for p in root.rglob("*") if p.is_file()) if root.is_dir() else 0
 
 
+def _payload_bytes(root: Path) -> int:
+    """Bytes of model files under a staging folder (fetched or partial), its bookkeeping left out."""
+    return sum(p.stat().st_size for d in (root / "files", root / "parts") if d.is_dir() for p in d.rglob("*")
+               if p.is_file())  # fmt: skip
+
+
 def discard_partial(user_dir: Path, entry_id: str) -> bool:
     root = staging_dir(user_dir, entry_id)
     if not root.exists():
@@ -126,6 +127,14 @@ def _quiet_hub() -> None:
             "`npu-studio models import PATH`.",
         ) from None
     huggingface_hub.constants.HF_HUB_DISABLE_TELEMETRY = True
+    # The hub's logger prints its warnings (a retry, a refused connection) itself *and* passes them on to
+    # the application's handlers: each would show twice. They are said once, by the application's.
+    from huggingface_hub.utils import logging as hub_logging  # (adds that handler when first imported)
+
+    hub_log = hub_logging.get_logger("huggingface_hub")
+    for handler in list(hub_log.handlers):
+        if type(handler) is logging.StreamHandler:
+            hub_log.removeHandler(handler)
     # Cancel is checked once per chunk: 1 MiB keeps it prompt on a slow link (the default is 10 MB).
     constants = huggingface_hub.constants
     constants.DOWNLOAD_CHUNK_SIZE = min(constants.DOWNLOAD_CHUNK_SIZE, _CHUNK)
@@ -144,7 +153,7 @@ def list_remote_files(entry: CatalogEntry, endpoint: str) -> list[RemoteFile]:
         )
         items = [item for item in tree if isinstance(item, RepoFile)]
     except Exception as exc:
-        raise _network_error(entry, exc) from exc
+        raise network_error(entry, exc) from exc
     catalog_files = {f.path: f for f in entry.files}
     prefix = f"{entry.subfolder}/" if entry.subfolder else ""
     found: list[RemoteFile] = []
@@ -193,13 +202,30 @@ def download_model(
             "Downloads are turned off (setting allow_downloads is false), so nothing was downloaded.",
             "Turn on 'Allow downloads' in the settings, or pass --allow-download for this one download.",
         )
-    name = check_name(name or entry.id)
-    if (user_dir / name).exists() or (bundled_dir is not None and (bundled_dir / name).exists()):
-        raise ModelError(f"A model named '{name}' is already in the library.",
-                         f"Remove it first (`npu-studio models remove {name}`) or pass --name.")
+    name = check_new_name(name or entry.id, user_dir, bundled_dir)
     endpoint = resolve_endpoint(endpoint)
     user_dir.mkdir(parents=True, exist_ok=True)
     root = staging_dir(user_dir, entry.id)
+    had = _payload_bytes(root)
+    try:
+        return _download(entry, user_dir, root, name, endpoint, bundled_dir, progress, cancel)
+    except NotReached as exc:
+        kept = _payload_bytes(root)
+        if kept == 0:
+            shutil.rmtree(root, ignore_errors=True)  # nothing came: no empty staging folder is left either
+        raise exc.said(endpoint, fetched=max(0, kept - had), kept=kept) from exc.__cause__
+
+
+def _download(
+    entry: CatalogEntry,
+    user_dir: Path,
+    root: Path,
+    name: str,
+    endpoint: str,
+    bundled_dir: Path | None,
+    progress: DownloadProgressCallback | None,
+    cancel: CancelToken | None,
+) -> ModelEntry:
     files_dir, parts_dir = root / "files", root / "parts"
     remote = list_remote_files(entry, endpoint)
     total = sum(f.size for f in remote)
@@ -287,9 +313,7 @@ def _read_state(root: Path) -> dict[str, Any]:
 
 
 def _write_state(root: Path, state: Mapping[str, Any]) -> None:
-    tmp = root / f".{_STATE}.tmp"
-    tmp.write_text(json.dumps(state, indent=1), encoding="utf-8")
-    os.replace(tmp, root / _STATE)
+    shared_files.write_atomically(root / _STATE, json.dumps(state, indent=1).encode("utf-8"), mode=0o644)
 
 
 def _fetch(
@@ -312,7 +336,7 @@ def _fetch(
     try:
         meta = get_hf_file_metadata(url, token=False, endpoint=endpoint)
     except Exception as exc:
-        raise _network_error(entry, exc) from exc
+        raise network_error(entry, exc) from exc
     size = meta.size if meta.size is not None else f.size
     etag = meta.etag or ""
     final, part = files_dir / f.rel, parts_dir / f"{f.rel}.part"
@@ -397,9 +421,9 @@ def _http_get(
                 f"Free some space and run the same download again: it resumes ({format_bytes(part.stat().st_size)} "
                 "of this file are kept).",
             ) from exc
-        raise _network_error(entry, exc) from exc
+        raise network_error(entry, exc) from exc
     except Exception as exc:
-        raise _network_error(entry, exc) from exc
+        raise network_error(entry, exc) from exc
 
 
 def _sha256(path: Path, cancel: CancelToken | None, user_dir: Path, entry: CatalogEntry) -> str:
@@ -417,23 +441,4 @@ def _cancelled(user_dir: Path, entry: CatalogEntry) -> CancelledError:
     return CancelledError(
         f"Download of {entry.id} cancelled; {format_bytes(kept)} kept so the same download resumes later.",
         f"Run it again to resume, or delete {staging_dir(user_dir, entry.id)} to free the space.",
-    )
-
-
-def _network_error(entry: CatalogEntry, exc: BaseException) -> StudioError:
-    if isinstance(exc, StudioError):
-        return exc
-    status = getattr(getattr(exc, "response", None), "status_code", None)
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    if status in (401, 403):
-        return DownloadError(f"The Hub refused access to {entry.repo_id} (HTTP {status}).",
-                             "The repository may be gated or private; NPU Studio downloads public models only.")
-    if status == 404:
-        return DownloadError(f"{entry.repo_id} or one of its files was not found on the Hub (HTTP 404).",
-                             "The repository changed; update NPU Studio for a current catalog.")
-    if status is not None:
-        return DownloadError(f"The Hub answered HTTP {status} for {entry.repo_id}: {text}", "Try again later.")
-    return DownloadError(
-        f"The download of {entry.id} was interrupted: {type(exc).__name__}: {text}",
-        "Check the network connection and run the same download again: it resumes where it stopped.",
     )

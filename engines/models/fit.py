@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Any
 from engines import jsonfile
 from engines.errors import ModelError
 from engines.models.library import GENAI_CONFIG, format_bytes, manifest_files
-from engines.models.manifest import list_model_files, load_manifest
+from engines.models.manifest import Manifest, list_model_files, read_manifest
 
 FITS = "fits"
 MAY_BE_SLOW = "may be slow"
@@ -69,7 +70,15 @@ class FitHint:
 
 
 def system_memory() -> tuple[int, int]:
-    """(available, total) bytes of RAM."""
+    """(available, total) bytes of RAM. On Linux from /proc/meminfo, as psutil reads them itself
+    (MemAvailable, MemTotal), without importing psutil on the way to a chat answer."""
+    if sys.platform.startswith("linux"):
+        try:
+            with open("/proc/meminfo", encoding="ascii") as fh:
+                fields = {k: v for k, _, v in (line.partition(":") for line in fh)}
+            return int(fields["MemAvailable"].split()[0]) * 1024, int(fields["MemTotal"].split()[0]) * 1024
+        except (OSError, KeyError, ValueError, IndexError):
+            pass  # an unusual kernel: psutil knows the others
     import psutil
 
     memory = psutil.virtual_memory()
@@ -116,11 +125,11 @@ def estimate_fit(
     RAM (other programs would be paged out). won't fit: more than the installed RAM.
     """
     available, total = memory or system_memory()
+    manifest: Manifest | None = None
     try:
-        manifest: Mapping[str, Any] = load_manifest(folder)
+        manifest = read_manifest(folder)
         files = [(f.path, f.size) for f in manifest_files(manifest)]
     except ModelError:
-        manifest = {}
         files = [(rel, (folder / rel).stat().st_size) for rel in list_model_files(folder)]
     weights = sum(size for rel, size in files if rel.lower().endswith(_WEIGHT_SUFFIXES))
     kv, detail, used_context = 0, "", None
@@ -134,8 +143,7 @@ def estimate_fit(
         limit = _count(model.get("context_length")) or None
         default = _count(_section(config, "search").get("max_length")) or limit or 2048
         used_context = min(context or default, limit) if limit else (context or default)
-        chat = manifest.get("chat") if isinstance(manifest.get("chat"), Mapping) else {}
-        dtype = str((chat or {}).get("kv_cache_dtype") or _guess_kv_dtype(config))
+        dtype = (manifest.kv_cache_dtype if manifest is not None else "") or _guess_kv_dtype(config)
         kv, detail = kv_cache_bytes(config, used_context, _DTYPE_BYTES.get(dtype, 4))
     overhead = max(256 << 20, weights // 10)
     needed = weights + kv + overhead

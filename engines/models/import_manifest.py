@@ -17,7 +17,7 @@ from typing import Any
 from engines import jsonfile
 from engines.errors import ModelError
 from engines.models.library import DEVICE_CLASSES, GENAI_CONFIG, KIND_CLASSIFIER, KIND_LLM
-from engines.models.manifest import SCHEMA_VERSION, list_model_files, load_manifest, write_manifest
+from engines.models.manifest import SCHEMA_VERSION, Manifest, list_model_files, read_manifest, write_manifest
 from engines.types import EP_DEVICE_TYPE
 
 # ImageNet normalisation on 0-255 pixels (torchvision's convention): the most common one for classifiers.
@@ -71,6 +71,12 @@ def _base_manifest(name: str, kind: str, details: ImportDetails, defaults: Mappi
         "precision": details.precision or str(defaults.get("precision") or ""),
         "devices": devices or ["cpu"],
     }
+
+
+def _kept(original: Manifest) -> dict[str, Any]:
+    """What an import keeps of the manifest the source folder already has (the import's options win)."""
+    return {"display_name": original.display_name, "licence": original.licence, "precision": original.precision,
+            "devices": list(original.devices)}  # fmt: skip
 
 
 def classifier_manifest(
@@ -180,12 +186,13 @@ def _check_classifier(folder: Path, spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def classifier_folder_manifest(
-    tmp: Path, name: str, source: Path, original: Mapping[str, Any], details: ImportDetails
+    tmp: Path, name: str, source: Path, original: Manifest, details: ImportDetails
 ) -> dict[str, Any]:
     from engines.models.safety import inspect_onnx
 
-    manifest = _base_manifest(name, KIND_CLASSIFIER, details, {**original, "source": {"imported_from": str(source)}})
-    manifest["classifier"] = dict(original["classifier"])
+    defaults = {**_kept(original), "source": {"imported_from": str(source)}}
+    manifest = _base_manifest(name, KIND_CLASSIFIER, details, defaults)
+    manifest["classifier"] = dict(original.classifier or {})
     write_manifest(tmp, {**manifest, "files": [{"path": rel} for rel in list_model_files(tmp)]})
     for onnx_file in sorted(tmp.rglob("*.onnx")):
         inspect_onnx(onnx_file)
@@ -194,12 +201,12 @@ def classifier_folder_manifest(
 
 
 def genai_manifest(tmp: Path, name: str, source: Path, details: ImportDetails) -> dict[str, Any]:
-    from engines.chat.model import validate_model_folder
+    from engines.chat.folder import validate_model_folder
 
     info = validate_model_folder(tmp)  # the copy is what will be loaded: validate it, not only the source
-    original: dict[str, Any] = {}
+    original: Mapping[str, Any] = {}
     with contextlib.suppress(ModelError):
-        original = load_manifest(source)  # e.g. a copy of a library model: keep licence, precision, devices
+        original = _kept(read_manifest(source))  # e.g. a copy of a library model: keep licence, precision, devices
     config = jsonfile.read_object(tmp / GENAI_CONFIG)  # validated above: it parses
     decoder_file = tmp / config["model"]["decoder"]["filename"]
     precision = details.precision or str(original.get("precision") or "") or detect_precision(decoder_file)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +31,12 @@ from engines.models.library import (
     KIND_CLASSIFIER,
     ModelEntry,
     check_free_space,
-    check_name,
+    check_new_name,
     clean_leftovers,
     commit_folder,
     suggest_name,
 )
-from engines.models.manifest import MANIFEST_NAME, load_manifest
+from engines.models.manifest import MANIFEST_NAME, has_manifest, read_manifest
 from engines.models.native import is_native_library, refuse_library_keys
 from engines.types import CancelToken
 
@@ -62,12 +62,8 @@ def import_model(
     source = Path(source).expanduser()
     if not source.exists():
         raise ModelError(f"Nothing to import: {source} does not exist.", "Check the path.")
-    name = check_name(details.name or suggest_name(source.stem if source.is_file() else source.name))
-    if bundled_dir is not None and (bundled_dir / name).is_dir():
-        raise ModelError(f"'{name}' is the name of a bundled demo model.", "Import it under another name (--name).")
-    if (user_dir / name).exists():
-        raise ModelError(f"A model named '{name}' is already in your library.",
-                         f"Remove it first (`npu-studio models remove {name}`) or choose another name (--name).")
+    name = check_new_name(details.name or suggest_name(source.stem if source.is_file() else source.name),
+                          user_dir, bundled_dir)
     if source.is_file():
         if source.suffix.lower() != ".onnx":
             raise ModelError(f"{source.name} is neither a model folder nor an .onnx file.",
@@ -87,12 +83,12 @@ def import_model(
         _precheck_genai(source)
         files = _folder_file_set(source)
         builder = lambda tmp, n: genai_manifest(tmp, n, source, details)  # noqa: E731
-    elif (source / MANIFEST_NAME).is_file():
-        manifest = load_manifest(source)
-        if manifest.get("kind") != KIND_CLASSIFIER or not isinstance(manifest.get("classifier"), Mapping):
+    elif has_manifest(source):
+        manifest = read_manifest(source)
+        if manifest.kind != KIND_CLASSIFIER or manifest.classifier is None:
             raise ModelError(f"{source} has a manifest but is neither an image classifier nor a genai folder.",
                              "Import a genai folder (with genai_config.json) or a classifier .onnx with --labels.")
-        refuse_library_keys(manifest, MANIFEST_NAME)
+        refuse_library_keys(manifest.document, MANIFEST_NAME)
         files = _folder_file_set(source)
         builder = lambda tmp, n: classifier_folder_manifest(tmp, n, source, manifest, details)  # noqa: E731
     else:
@@ -234,7 +230,7 @@ def _onnx_file_set(model: Path) -> list[tuple[Path, str]]:
 
 def _precheck_genai(source: Path) -> None:
     """The genai checks on the source, before a byte is copied (they run again on the copy)."""
-    from engines.chat.model import validate_model_folder
+    from engines.chat.folder import validate_model_folder
 
     validate_model_folder(source)
 

@@ -11,7 +11,6 @@ the library; :func:`clean_leftovers` removes what a killed import or removal lef
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import os
@@ -23,9 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engines import workdirs
+from engines import names, shared_files, workdirs
 from engines.errors import ModelError, StorageError
-from engines.models.manifest import file_entry, list_model_files, load_manifest, verify_files, write_manifest
+from engines.models.manifest import Manifest, file_entry, list_model_files, read_manifest, verify_files, write_manifest
+from engines.models.reference_check import check_reference
 
 log = logging.getLogger(__name__)
 
@@ -70,10 +70,16 @@ class ModelEntry:
     context_length: int | None = None
     source: str = ""
     problem: str = ""  # why the model is not usable as it is ("" when fine)
+    reference: str = ""  # the folder elsewhere this entry refers to ("": the files are in `folder`)
 
     @property
     def usable(self) -> bool:
         return not self.problem
+
+    @property
+    def model_folder(self) -> Path:
+        """Where the model's files are: the referenced folder, or the entry's own."""
+        return Path(self.reference) if self.reference else self.folder
 
     @property
     def short_sha(self) -> str:
@@ -81,7 +87,7 @@ class ModelEntry:
 
     @property
     def origin(self) -> str:
-        return "bundled" if self.bundled else "yours"
+        return "bundled" if self.bundled else "by reference" if self.reference else "yours"
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -99,6 +105,7 @@ class ModelEntry:
             "context_length": self.context_length,
             "source": self.source,
             "problem": self.problem,
+            "reference": self.reference,
             "files": [{"path": f.path, "size": f.size, "sha256": f.sha256} for f in self.files],
         }
 
@@ -111,56 +118,46 @@ def folder_digest(files: Iterable[ModelFile]) -> str:
     return digest.hexdigest()
 
 
-def manifest_files(manifest: Mapping[str, Any]) -> tuple[ModelFile, ...]:
-    found: list[ModelFile] = []
-    for item in manifest.get("files", []):
-        if isinstance(item, Mapping):
-            path, size, sha = item.get("path"), item.get("size"), item.get("sha256")
-            if isinstance(path, str) and isinstance(size, int) and isinstance(sha, str):
-                found.append(ModelFile(path, size, sha))
-    return tuple(found)
-
-
-def _context_length(folder: Path, manifest: Mapping[str, Any]) -> int | None:
-    chat = manifest.get("chat")
-    if isinstance(chat, Mapping) and isinstance(chat.get("context_length"), int):
-        return int(chat["context_length"])
-    return None
+def manifest_files(manifest: Manifest) -> tuple[ModelFile, ...]:
+    """The manifest's complete entries (path, size and SHA-256 all given)."""
+    return tuple(
+        ModelFile(f.path, f.size, f.sha256) for f in manifest.files if f.size is not None and f.sha256 is not None
+    )
 
 
 def read_entry(folder: Path, *, bundled: bool) -> ModelEntry:
     """The library entry for one model folder; a folder with a broken manifest still gets an entry,
     with `problem` saying what is wrong."""
     try:
-        manifest = load_manifest(folder)
+        manifest = read_manifest(folder)
     except ModelError as exc:
         size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
         return ModelEntry(folder.name, folder.name, "unknown", folder, bundled, size, "", problem=exc.message)
     files = manifest_files(manifest)
-    problems = verify_files(folder, manifest, check_hashes=False)  # sizes only: cheap, catches most damage
-    kind = str(manifest.get("kind", ""))
+    reference = manifest.reference
+    if reference is not None:  # sizes, times and the file list of the folder it refers to
+        problems = check_reference(manifest, reference)
+    else:
+        problems = verify_files(manifest, check_hashes=False)  # sizes only: cheap, catches most damage
+    kind = manifest.kind
     if kind not in KINDS:
         problems.insert(0, f"unknown kind {kind!r}")
-    devices = tuple(str(d) for d in manifest.get("devices", []) if isinstance(d, str))
-    source = manifest.get("source")
-    origin = ""
-    if isinstance(source, Mapping):
-        origin = str(source.get("repo_id") or source.get("imported_from") or "")
     return ModelEntry(
         name=folder.name,  # the library's key (remove, verify, lookups): never a name the manifest chooses
-        display_name=str(manifest.get("display_name") or manifest.get("name") or folder.name),
+        display_name=manifest.title,
         kind=kind,
         folder=folder,
         bundled=bundled,
         size_bytes=sum(f.size for f in files),
         sha256=folder_digest(files),
-        licence=str(manifest.get("licence", "")),
-        precision=str(manifest.get("precision", "")),
-        devices=devices,
+        licence=manifest.licence,
+        precision=manifest.precision,
+        devices=manifest.devices,
         files=files,
-        context_length=_context_length(folder, manifest),
-        source="bundled demo model" if bundled else origin,
+        context_length=manifest.context_length,
+        source="bundled demo model" if bundled else manifest.origin,
         problem="; ".join(problems[:3]) + (f" (+{len(problems) - 3} more)" if len(problems) > 3 else ""),
+        reference=str(reference) if reference is not None else "",
     )
 
 
@@ -195,7 +192,7 @@ def find_model(name: str, bundled_dir: Path | None, user_dir: Path | None) -> Mo
     check_name(name)
     roots = [r for r in (user_dir, bundled_dir) if r is not None]
     try:
-        located = locate_model(name, roots)
+        located = locate_model(name, roots, follow_references=False)
     except ModelError:
         known = ", ".join(sorted({f.name for f in _model_folders(bundled_dir) + _model_folders(user_dir)})) or "none"
         raise ModelError(
@@ -206,7 +203,12 @@ def find_model(name: str, bundled_dir: Path | None, user_dir: Path | None) -> Mo
 
 
 def check_name(name: str) -> str:
-    if not _NAME_RE.match(name or ""):
+    """`name` if it can name a model folder on every platform (engines/names.py: Windows' rules), else a
+    ModelError that names the rule it breaks."""
+    problem = names.name_problem(name or "", "model name")
+    if problem:
+        raise ModelError(f"{problem}.", "Choose another name (--name): 1-80 letters, digits, '.', '_' or '-'.")
+    if not _NAME_RE.match(name):
         raise ModelError(
             f"'{name}' is not a valid model name.",
             "Use 1-80 letters, digits, '.', '_' or '-', starting with a letter or digit.",
@@ -214,11 +216,39 @@ def check_name(name: str) -> str:
     return name
 
 
+def check_new_name(name: str, user_dir: Path, bundled_dir: Path | None) -> str:
+    """`check_name`, and free: no model of that name, nor of a name that differs only in case (one folder on
+    Windows and macOS), is in the user's library or among the bundled models."""
+    check_name(name)
+    if bundled_dir is not None and (bundled_dir / name).is_dir():
+        raise ModelError(f"'{name}' is the name of a bundled demo model.", "Choose another name (--name).")
+    if (user_dir / name).exists():
+        raise ModelError(f"A model named '{name}' is already in your library.",
+                         f"Remove it first (`npu-studio models remove {name}`) or choose another name (--name).")
+    existing = [p.name for root in (user_dir, bundled_dir) if root is not None for p in _model_folders(root)]
+    other = names.case_collision(name, existing)
+    if other:
+        raise ModelError(
+            f"'{name}' differs from the model '{other}' only in case; on Windows and macOS they would be one folder.",
+            "Choose another name (--name).",
+        )
+    return name
+
+
+def library_lock(user_dir: Path) -> Any:
+    """The lock every change of the user's library holds while it checks a name and renames a folder (its
+    file sits beside the library folder, `.models.lock`: the library holds only models)."""
+    return shared_files.locked(user_dir)
+
+
 def suggest_name(text: str) -> str:
-    """A valid model name derived from a folder or file name."""
+    """A valid model name derived from a folder or file name (never one Windows reserves: "nul" -> "nul-model")."""
     cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", text)
     cleaned = re.sub(r"[-.]*-[-.]*|\.{2,}", lambda m: "-" if "-" in m.group() else ".", cleaned)  # no "..", "-.-"
     cleaned = cleaned.strip("-._")[:80].rstrip("-._")
+    if cleaned and names.reserved_stem(cleaned):
+        head, dot, rest = cleaned.partition(".")
+        cleaned = f"{head}-model{dot}{rest}"[:80].rstrip("-._")
     return cleaned or "model"
 
 
@@ -247,19 +277,26 @@ class VerifyReport:
         }
 
 
-def verify_model(folder: Path) -> VerifyReport:
-    """Re-hash every file and compare with the manifest; also report files the manifest does not list."""
+def verify_model(folder: Path, progress: Callable[[int, int], None] | None = None) -> VerifyReport:
+    """Re-hash every file and compare with the manifest; also report files the manifest does not list.
+    For an entry that refers to a folder elsewhere, that folder's files."""
     try:
-        manifest = load_manifest(folder)
+        manifest = read_manifest(folder)
     except ModelError as exc:
         return VerifyReport(folder.name, folder, False, (exc.message,), 0, 0)
-    problems = verify_files(folder, manifest, check_hashes=True)
+    reference = manifest.reference
+    if reference is not None:
+        problems = check_reference(manifest, reference, hashes=True, progress=progress)
+        files = manifest_files(manifest)
+        return VerifyReport(manifest.model_name, reference, not problems, tuple(problems),
+                            len(files), sum(f.size for f in files))  # fmt: skip
+    problems = verify_files(manifest, check_hashes=True)
     listed = {f.path for f in manifest_files(manifest)}
     problems += [f"{rel}: not in the manifest (added after the import)" for rel in list_model_files(folder)
                  if rel not in listed]
     files = manifest_files(manifest)
     return VerifyReport(
-        str(manifest.get("name") or folder.name), folder, not problems, tuple(problems),
+        manifest.model_name, folder, not problems, tuple(problems),
         len(files), sum(f.size for f in files),
     )
 
@@ -287,16 +324,9 @@ def remove_model(name: str, bundled_dir: Path | None, user_dir: Path) -> Path:
 
 
 def clean_leftovers(user_dir: Path, max_age: float = LEFTOVER_AGE_SECONDS) -> list[Path]:
-    """Remove hidden folders left by killed imports/removals: at once when the process that made one is
-    gone (engines/workdirs.py), otherwise once older than `max_age` seconds."""
-    removed = workdirs.sweep(user_dir, (".import-",), max_age)
-    with contextlib.suppress(OSError):
-        for path in user_dir.iterdir():  # a removal is one rename: whatever is left of it is garbage
-            if path.name.startswith(".removing-") and path.is_dir() and not path.is_symlink():
-                with contextlib.suppress(OSError):
-                    shutil.rmtree(path)
-                    removed.append(path)
-    return removed
+    """Remove the work folders killed commands left in the library (imports, removals, quantizations, ...):
+    at once when the process that made one is gone (engines/workdirs.py), else once older than `max_age`."""
+    return workdirs.sweep(user_dir, max_age=max_age)
 
 
 # --------------------------------------------------------------------------------------------
@@ -338,11 +368,13 @@ def commit_folder(
     manifest["files"] = entries
     write_manifest(folder, manifest)
     final = user_dir / name
-    if final.exists() or (bundled_dir is not None and (bundled_dir / name).exists()):
-        raise ModelError(f"A model named '{name}' appeared in the library during the import.",
-                         "Choose another name (--name).")
+    long_path = next((p for rel in digests if (p := names.path_length_problem(final / rel, "model file"))), "")
+    if long_path:
+        raise ModelError(f"{long_path}.", "Choose a shorter name (--name) or move the library to a shorter path.")
     try:
-        os.replace(folder, final)
+        with library_lock(user_dir):  # two imports of one name: one wins, the other is told
+            check_new_name(name, user_dir, bundled_dir)
+            os.replace(folder, final)
     except OSError as exc:
         raise StorageError(f"Could not move the model into {final}: {exc.strerror or exc}.", "Try again.") from exc
     log.info("added model %s to %s", name, final)

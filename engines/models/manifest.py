@@ -2,8 +2,9 @@
 
 Every model folder (bundled demo models and user models) carries a ``manifest.json`` describing the
 model and listing each file with its size and SHA-256. The schema is documented in
-``assets/recipes/README.md``. This module is pure Python (no ONNX Runtime, no Qt) so the recipe,
-the engines and the UI can all use it.
+``assets/recipes/README.md``. `read_manifest` is the one reader: it gives a typed `Manifest`, and the
+file's keys are read there and nowhere else; `has_manifest` says whether a folder has one. This module
+is pure Python (no ONNX Runtime, no Qt) so the recipe, the engines and the UI can all use it.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import json
 import os
 import tempfile
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -30,6 +31,16 @@ _HINT_REBUILD = (
 )
 
 
+def manifest_path(folder: str | os.PathLike[str]) -> Path:
+    """Where a model folder keeps its manifest."""
+    return Path(folder) / MANIFEST_NAME
+
+
+def has_manifest(folder: str | os.PathLike[str]) -> bool:
+    """Whether `folder` has a manifest file (a finished NPU Studio model folder); says nothing of its contents."""
+    return manifest_path(folder).is_file()
+
+
 def sha256_file(path: str | os.PathLike[str]) -> str:
     """Hex SHA-256 of a file's bytes, read in 1 MiB chunks."""
     digest = hashlib.sha256()
@@ -39,14 +50,13 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
     return digest.hexdigest()
 
 
-def resolve_inside(root: str | os.PathLike[str], rel: str) -> Path:
-    """``root / rel`` resolved, for a file the manifest lists (the one rule: engines/models/paths.py)."""
+def _inside(root: str | os.PathLike[str], rel: object) -> Path:
     return paths.resolve_inside(root, rel, what=f"Manifest file path {rel!r}", hint=_HINT_REBUILD)
 
 
 def file_entry(root: str | os.PathLike[str], rel: str) -> dict[str, Any]:
     """Manifest entry ``{"path", "size", "sha256"}`` for the file ``rel`` inside ``root``."""
-    path = resolve_inside(root, rel)
+    path = _inside(root, rel)
     if not path.is_file():
         raise ModelError(f"{rel} is not a file in {root}.", _HINT_REBUILD)
     return {
@@ -69,53 +79,97 @@ def list_model_files(root: str | os.PathLike[str], exclude: Iterable[str] = (MAN
     return sorted(found)
 
 
-def load_manifest(folder: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read and minimally validate ``folder/manifest.json``; raises ``ModelError`` when unusable."""
-    path = Path(folder) / MANIFEST_NAME
-    try:
-        data = jsonfile.read_json(path)
-    except jsonfile.JsonFileError as exc:
-        if exc.missing:
-            raise ModelError(f"No {MANIFEST_NAME} in {folder}.", _HINT_REBUILD) from None
-        if exc.kind == "unreadable":
-            raise ModelError(f"Cannot read {path}: {exc.detail}.", _HINT_REBUILD) from None
-        raise ModelError(f"{path} cannot be used: {exc.problem}.", _HINT_REBUILD) from None
-    if not isinstance(data, dict):
-        raise ModelError(f"{path} does not hold a JSON object.", _HINT_REBUILD)
-    schema = data.get("schema")
-    if schema != SCHEMA_VERSION:
-        raise ModelError(
-            f"{path} has manifest schema {schema!r}; this version of NPU Studio reads schema {SCHEMA_VERSION}.",
-            _HINT_REBUILD,
-        )
-    if not isinstance(data.get("files"), list):
-        raise ModelError(f"{path} has no 'files' list.", _HINT_REBUILD)
-    return data
-
-
 @dataclass(frozen=True)
 class ManifestFile:
+    """One entry of the manifest's file list; a value of the wrong type reads as None."""
+
     path: str
     size: int | None
-    sha256: str
+    sha256: str | None
+    mtime_ns: int | None = None  # these three only in an entry that refers to a folder elsewhere
+    ctime_ns: int | None = None
+    ino: int | None = None
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _section(value: object) -> Mapping[str, Any] | None:
+    return value if isinstance(value, Mapping) else None
 
 
 @dataclass(frozen=True)
 class Manifest:
-    """A model folder's manifest.json, typed: the one reader every command and the engines use."""
+    """A model folder's manifest.json, typed: the one place its keys are read (`read_manifest`).
+
+    Text fields are "" and sections None (or empty) when the file lacks them or gives another type."""
 
     folder: Path
+    schema: int | None
     name: str
     display_name: str
     kind: str
     precision: str
     devices: tuple[str, ...]
     licence: str
-    files: tuple[ManifestFile, ...]
+    files: tuple[ManifestFile, ...]  # the entries with a text path, in the file's order
     classifier: Mapping[str, Any] | None  # the classifier section (image classifiers only)
+    chat: Mapping[str, Any] | None  # the chat section (chat models only)
     source: Mapping[str, Any]
     verification: Mapping[str, Any]
-    data: Mapping[str, Any]  # the whole document, for what only one reader needs
+    quantization: Mapping[str, Any]
+    reference: Path | None  # the folder a library entry refers to instead of holding the files
+    document: Mapping[str, Any] = field(repr=False, compare=False)  # the whole tree, for checks that walk it
+
+    @classmethod
+    def parse(cls, folder: str | os.PathLike[str], document: Mapping[str, Any]) -> Manifest:
+        """The typed view of a manifest document read from `folder` (read_manifest, or a scan's bounded read)."""
+        root = Path(folder)
+        listed = document.get("files")
+        files = tuple(
+            ManifestFile(
+                entry["path"], _count(entry.get("size")), entry.get("sha256") if isinstance(entry.get("sha256"), str)
+                else None, _count(entry.get("mtime_ns")), _count(entry.get("ctime_ns")), _count(entry.get("ino")),
+            )
+            for entry in (listed if isinstance(listed, list) else [])
+            if isinstance(entry, Mapping) and isinstance(entry.get("path"), str)
+        )  # fmt: skip
+        devices = document.get("devices")
+        reference = _section(document.get("reference")) or {}
+        referred = reference.get("folder")
+        return cls(
+            folder=root,
+            schema=_count(document.get("schema")),
+            name=_text(document.get("name")),
+            display_name=_text(document.get("display_name")),
+            kind=_text(document.get("kind")),
+            precision=_text(document.get("precision")),
+            devices=tuple(d for d in devices if isinstance(d, str)) if isinstance(devices, list) else (),
+            licence=_text(document.get("licence")),
+            files=files,
+            classifier=_section(document.get("classifier")),
+            chat=_section(document.get("chat")),
+            source=_section(document.get("source")) or {},
+            verification=_section(document.get("verification")) or {},
+            quantization=_section(document.get("quantization")) or {},
+            reference=Path(referred) if isinstance(referred, str) and referred.strip() else None,
+            document=document,
+        )
+
+    @property
+    def model_name(self) -> str:
+        """The model's name: the manifest's, else the folder's."""
+        return self.name or self.folder.name
+
+    @property
+    def title(self) -> str:
+        """The name shown to people: the display name, else the model's name."""
+        return self.display_name or self.model_name
 
     @property
     def quantized(self) -> bool:
@@ -123,71 +177,121 @@ class Manifest:
 
     @property
     def derived_from(self) -> str:
-        value = self.source.get("derived_from")
-        return value if isinstance(value, str) else ""
+        """The name of the float model a quantized variant was made from ("" for any other model)."""
+        return _text(self.source.get("derived_from"))
+
+    @property
+    def origin(self) -> str:
+        """Where the model came from: its hub repository, else the folder it was imported from."""
+        return str(self.source.get("repo_id") or self.source.get("imported_from") or "")
+
+    @property
+    def licence_notes(self) -> str:
+        return _text(self.document.get("licence_notes"))
+
+    @property
+    def recipe_version(self) -> int | None:
+        """The version of the recipe step that built a bundled demo model (None for any other model)."""
+        return _count(self.document.get("recipe_version"))
+
+    @property
+    def context_length(self) -> int | None:
+        """The chat model's context length in tokens, when the manifest records it."""
+        return _count((self.chat or {}).get("context_length"))
+
+    @property
+    def num_classes(self) -> int | None:
+        """How many classes an image classifier tells apart, when the manifest records it."""
+        return _count((self.classifier or {}).get("num_classes"))
+
+    @property
+    def labels_file(self) -> object:
+        """The labels file an image classifier's section names ("labels.txt" when it names none), as written:
+        `paths.resolve_inside` judges it."""
+        named = (self.classifier or {}).get("labels")
+        return "labels.txt" if named is None else named
+
+    @property
+    def input_name(self) -> Any:  # as written (any JSON value): the classifier checks it against the model
+        return (self.classifier or {}).get("input")
+
+    @property
+    def output_name(self) -> Any:  # as written, like input_name
+        return (self.classifier or {}).get("output")
+
+    @property
+    def output_kind(self) -> str:
+        """What an image classifier outputs: "logits" (softmax applied) or "probabilities"."""
+        return str((self.classifier or {}).get("output_kind", "logits"))
+
+    @property
+    def kv_cache_dtype(self) -> str:
+        return _text((self.chat or {}).get("kv_cache_dtype"))
+
+    @property
+    def top1_agreement(self) -> float:
+        """How often a quantized variant's top class matched the float model's when it was made (0 unknown)."""
+        agreement = self.verification.get("top1_agreement_with_float", {})
+        try:
+            return float(agreement["agree"]) / float(agreement["total"])
+        except (KeyError, TypeError, ValueError, ZeroDivisionError):
+            return 0.0
+
+    @property
+    def activation_bits(self) -> int:
+        """A quantized model's activation width: 16 or 8 (from its quantization section, else its precision)."""
+        activations = str(self.quantization.get("activations", "")).lower()
+        if activations:
+            return 16 if "16" in activations else 8
+        return 16 if "a16" in self.precision.lower() else 8
+
+    def classifier_problem(self) -> str:
+        """Why the manifest has no usable classifier section ("" when it has one)."""
+        raw = self.document.get("classifier")
+        if self.classifier is not None:
+            return ""
+        return "it has no classifier section" if raw is None else (
+            f"its classifier section is a {type(raw).__name__}, not an object")  # fmt: skip
 
     def model_entry(self) -> ManifestFile:
         """The ONNX model's entry (the first .onnx file listed; model.onnx when none is)."""
-        return next((f for f in self.files if f.path.lower().endswith(".onnx")), ManifestFile("model.onnx", None, ""))
-
-    def path_of(self, rel: str, what: str = "", *, must_exist: bool = False) -> Path:
-        """A file the manifest names, inside the folder (the one rule: engines/models/paths.py)."""
-        return paths.resolve_inside(
-            self.folder, rel, what=what or f"The manifest in {self.folder}", must_exist=must_exist, hint=_HINT_REBUILD
-        )
+        return next((f for f in self.files if f.path.lower().endswith(".onnx")), ManifestFile("model.onnx", None, None))
 
 
 def read_manifest(folder: str | os.PathLike[str], *, require_schema: bool = True) -> Manifest:
-    """`folder/manifest.json` as a Manifest; a ModelError that says what is wrong otherwise."""
+    """`folder/manifest.json` as a Manifest; a ModelError that says what is wrong otherwise.
+
+    With `require_schema` (the library, import, quantize) the file must be this version's schema and hold
+    a file list; without it (classify, benchmark, variants) any JSON object is read."""
     root = Path(folder)
-    if require_schema:
-        data: Mapping[str, Any] = load_manifest(root)
-    else:
-        try:
-            data = jsonfile.read_object(root / MANIFEST_NAME)
-        except jsonfile.JsonFileError as exc:
-            if exc.missing:
-                raise ModelError(f"No {MANIFEST_NAME} in {root}.", _HINT_REBUILD) from None
+    path = manifest_path(root)
+    try:
+        data = jsonfile.read_json(path) if require_schema else jsonfile.read_object(path)
+    except jsonfile.JsonFileError as exc:
+        if exc.missing:
+            raise ModelError(f"No {MANIFEST_NAME} in {folder}.", _HINT_REBUILD) from None
+        if not require_schema:
             raise ModelError(f"The manifest in {root} is not valid: {exc.problem}.", _HINT_REBUILD) from None
-    files = []
-    listed = data.get("files")
-    for entry in listed if isinstance(listed, list) else []:
-        if isinstance(entry, Mapping) and isinstance(entry.get("path"), str):
-            size = entry.get("size")
-            digest = entry.get("sha256")
-            files.append(
-                ManifestFile(
-                    str(entry["path"]),
-                    size if isinstance(size, int) and not isinstance(size, bool) else None,
-                    digest if isinstance(digest, str) else "",
-                )
+        if exc.kind == "unreadable":
+            raise ModelError(f"Cannot read {path}: {exc.detail}.", _HINT_REBUILD) from None
+        raise ModelError(f"{path} cannot be used: {exc.problem}.", _HINT_REBUILD) from None
+    if require_schema:
+        if not isinstance(data, dict):
+            raise ModelError(f"{path} does not hold a JSON object.", _HINT_REBUILD)
+        schema = data.get("schema")
+        if schema != SCHEMA_VERSION:
+            raise ModelError(
+                f"{path} has manifest schema {schema!r}; this version of NPU Studio reads schema {SCHEMA_VERSION}.",
+                _HINT_REBUILD,
             )
-
-    def section(key: str) -> Mapping[str, Any]:
-        value = data.get(key)
-        return value if isinstance(value, Mapping) else {}
-
-    classifier = data.get("classifier")
-    devices = data.get("devices")
-    return Manifest(
-        folder=root,
-        name=str(data.get("name") or root.name),
-        display_name=str(data.get("display_name") or data.get("name") or root.name),
-        kind=str(data.get("kind", "")),
-        precision=str(data.get("precision", "fp32")),
-        devices=tuple(str(d).lower() for d in devices) if isinstance(devices, list) else (),
-        licence=str(data.get("licence", "")),
-        files=tuple(files),
-        classifier=classifier if isinstance(classifier, Mapping) else None,
-        source=section("source"),
-        verification=section("verification"),
-        data=data,
-    )
+        if not isinstance(data.get("files"), list):
+            raise ModelError(f"{path} has no 'files' list.", _HINT_REBUILD)
+    return Manifest.parse(root, data)
 
 
 def write_manifest(folder: str | os.PathLike[str], data: Mapping[str, Any]) -> Path:
     """Write ``folder/manifest.json`` atomically (temporary file in the same folder, then replace)."""
-    target = Path(folder) / MANIFEST_NAME
+    target = manifest_path(folder)
     payload = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
     fd, tmp_name = tempfile.mkstemp(prefix=f".{MANIFEST_NAME}.", suffix=".tmp", dir=target.parent)
     try:
@@ -203,15 +307,13 @@ def write_manifest(folder: str | os.PathLike[str], data: Mapping[str, Any]) -> P
     return target
 
 
-def verify_files(
-    folder: str | os.PathLike[str], manifest: Mapping[str, Any], *, check_hashes: bool = True
-) -> list[str]:
-    """Compare the files listed in ``manifest`` with what is on disk.
+def verify_files(manifest: Manifest, *, check_hashes: bool = True) -> list[str]:
+    """Compare the files listed in ``manifest`` with what is in its folder.
 
     Returns a list of human-readable problems (empty when every file is present with the listed
     size and, if ``check_hashes``, the listed SHA-256). Never raises for a bad entry.
     """
-    files = manifest.get("files")
+    files = manifest.document.get("files")
     if not isinstance(files, list):
         return ["the manifest has no 'files' list"]
     if not files:
@@ -229,7 +331,7 @@ def verify_files(
             problems.append(f"files[{index}] has no path")
             continue
         try:
-            path = resolve_inside(folder, rel)
+            path = _inside(manifest.folder, rel)
         except ModelError:
             problems.append(f"{rel}: path points outside the model folder")  # any unsafe name
             continue

@@ -15,8 +15,10 @@ from engines.errors import ModelError
 
 # Files that are native code, whatever a folder calls them.
 NATIVE_SUFFIXES = (".dll", ".so", ".dylib", ".pyd", ".exe")
-# Keys (case-insensitive) that ask a runtime to load a library: any key with "library" or "custom_op" in it.
-_LIBRARY_KEY_WORDS = ("library", "custom_op")
+# Keys (case-insensitive) that ask a runtime to load a library: any key with "library" or "custom_op" in it,
+# and "libray": onnxruntime-genai's VitisAI provider loads the file named by `external_ep_libray`, spelled so
+# (src/vitisai/session_options.cpp).
+_LIBRARY_KEY_WORDS = ("library", "libray", "custom_op")
 _LIBRARY_KEYS = frozenset({"plugin_path", "ep_library"})
 # QNN backends are libraries too; only the well-known ones, by bare name, are accepted from a config.
 QNN_BACKENDS = frozenset({"qnnhtp.dll", "qnncpu.dll", "qnngpu.dll", "libqnnhtp.so", "libqnncpu.so", "libqnngpu.so"})

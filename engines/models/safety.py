@@ -3,17 +3,17 @@
 A model from the internet can point its external data anywhere on disk (`../../secrets`, an absolute
 path, a symlink out of its folder), claim to be small and be huge, or depend on custom operator
 libraries. NPU Studio refuses all of these with a clear message; it never loads a library that a model
-folder names.
+folder names. The file's structure is read by engines.models.onnx_wire (protobuf's wire format, tensor
+payloads skipped), so the check needs neither the `onnx` package nor the weights in memory.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from engines.errors import ModelError
+from engines.models import onnx_wire
 from engines.models.paths import resolve_inside
 
 # Operator domains ONNX Runtime implements itself; anything else needs a custom-op library.
@@ -50,33 +50,8 @@ class ModelFiles:
     custom_domains: tuple[str, ...]
 
 
-def _graphs(graph: Any) -> Iterator[Any]:
-    yield graph
-    for node in graph.node:
-        for attr in node.attribute:
-            if attr.HasField("g"):
-                yield from _graphs(attr.g)
-            for sub in attr.graphs:
-                yield from _graphs(sub)
-
-
-def _tensors(model: Any) -> Iterator[Any]:
-    for graph in _graphs(model.graph):
-        yield from graph.initializer
-        yield from (t.values for t in graph.sparse_initializer)
-        for node in graph.node:
-            for attr in node.attribute:
-                if attr.HasField("t"):
-                    yield attr.t
-                yield from attr.tensors
-
-
 def inspect_onnx(model_path: Path, declared_bytes: int | None = None) -> ModelFiles:
     """Read the model's structure (not its weights) and check every file it refers to."""
-    try:
-        import onnx
-    except ImportError:  # pragma: no cover - onnx is a runtime dependency
-        raise ModelError("The onnx package is missing.", "Reinstall NPU Studio.") from None
     model_path = Path(model_path)
     if not model_path.is_file():
         raise ModelError(f"Model file not found: {model_path}", "Build the demo models or import the model again.")
@@ -91,7 +66,7 @@ def inspect_onnx(model_path: Path, declared_bytes: int | None = None) -> ModelFi
     known = _PASSED.get(key)
     if known is not None and _sizes(known[0].external_files) == known[1]:
         return known[0]
-    files = _inspect(onnx, model_path, size)
+    files = _inspect(model_path, size)
     if len(_PASSED) >= _PASSED_MAX:
         _PASSED.clear()
     _PASSED[key] = (files, _sizes(files.external_files))
@@ -109,20 +84,18 @@ def _sizes(paths: tuple[Path, ...]) -> tuple[int, ...]:
     return tuple(sizes)
 
 
-def _inspect(onnx: Any, model_path: Path, size: int) -> ModelFiles:
+def _inspect(model_path: Path, size: int) -> ModelFiles:
     try:
-        model = onnx.load(str(model_path), load_external_data=False)
-    except Exception as exc:
+        model = onnx_wire.read_file(model_path)
+    except (onnx_wire.DecodeError, OSError) as exc:
         raise ModelError(
             f"{model_path.name} is not a valid ONNX model ({type(exc).__name__}).",
             "Rebuild or re-import the model; check the file is complete.",
         ) from exc
     root = model_path.parent
     external: dict[Path, int] = {}
-    for tensor in _tensors(model):
-        if tensor.data_location != onnx.TensorProto.EXTERNAL:
-            continue
-        info = {entry.key: entry.value for entry in tensor.external_data}
+    for tensor in model.external_tensors:
+        info = dict(tensor.external_data)
         what = f"External data of tensor '{tensor.name}'"
         path = resolve_inside(root, info.get("location", ""), what=what)
         if not path.is_file():
@@ -130,7 +103,7 @@ def _inspect(onnx: Any, model_path: Path, size: int) -> ModelFiles:
         file_size = path.stat().st_size
         offset = _byte_count(info.get("offset"), f"{what} has an offset")
         # Without a `length` the runtime reads as many bytes as the tensor's shape says: bound that too.
-        needed = _tensor_bytes(onnx, tensor)
+        needed = _tensor_bytes(tensor)
         length = _byte_count(info.get("length"), f"{what} has a length")
         if info.get("length") is None and needed is not None:
             length = needed
@@ -147,9 +120,9 @@ def _inspect(onnx: Any, model_path: Path, size: int) -> ModelFiles:
             )
         external[path] = file_size
     total = size + sum(external.values())
-    domains = sorted({n.domain for g in _graphs(model.graph) for n in g.node} - KNOWN_DOMAINS)
-    local_functions = {f.domain for f in model.functions}
-    custom = tuple(d for d in domains if d not in local_functions)
+    # Domains of every node (main graph, nested graphs, local functions' bodies, training graphs) that
+    # neither ONNX Runtime nor one of the model's own functions defines.
+    custom = tuple(sorted(model.node_domains - KNOWN_DOMAINS - model.function_domains))
     if custom:
         raise ModelError(
             f"{model_path.name} uses custom operators ({', '.join(custom)}) that need an extra native library.",
@@ -167,19 +140,9 @@ def _byte_count(value: str | None, what: str) -> int:
     return int(value)
 
 
-def _tensor_bytes(onnx: Any, tensor: Any) -> int | None:
+def _tensor_bytes(tensor: onnx_wire.Tensor) -> int | None:
     """Bytes a tensor's shape and type take (None when the type has no fixed size, e.g. strings)."""
-    try:
-        itemsize = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
-    except (KeyError, TypeError, ValueError):
-        return None
-    if tensor.data_type == onnx.TensorProto.STRING or itemsize == 0:
-        return None
-    count = 1
     for dim in tensor.dims:
         if dim < 0:
             raise ModelError(f"Tensor '{tensor.name}' has a negative dimension ({dim}).", "The model file is damaged.")
-        count *= dim
-    bits = {getattr(onnx.TensorProto, n) for n in ("INT4", "UINT4", "FLOAT4E2M1") if hasattr(onnx.TensorProto, n)}
-    return (count + 1) // 2 if tensor.data_type in bits else count * itemsize
-
+    return tensor.byte_size()

@@ -20,7 +20,7 @@ be stopped from Python inside the process that runs it, so before a model is ope
 
 Why a trial and not every call in a child: a model that passed runs in-process at full speed, with
 the engine's streaming, fallback and cancel unchanged (the app's chat engine already lives in its own
-process, app/chat_process.py). The verdict is cached, keyed by the folder's content (the manifest's
+process, engines/chat/bounded.py). The verdict is cached, keyed by the folder's content (the manifest's
 and configs' bytes, which hold the file hashes, plus each file's size and, for weights, the
 manifest's hash or modification time), in memory and in a small JSON file the app names
 (`configure`), so a verified model is tried once, not at every start. Folders under a trusted root
@@ -34,15 +34,14 @@ import json
 import logging
 import os
 import signal
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from engines import child, jsonfile
-from engines.errors import CancelledError, ModelError
+from engines import jsonfile, shared_files
+from engines.errors import CancelledError, ModelError, StorageError
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +74,13 @@ def configure(*, trusted: Iterable[Path] = (), verdicts: Path | None = None, ena
         _state["enabled"] = enabled and os.environ.get("NPU_STUDIO_MODEL_TRIAL") != "0"
 
 
+def settings() -> dict[str, Any]:
+    """This process's configuration as plain data, for a child process that must judge folders the same way
+    (`configure(**settings(), enabled=False)` there: a child tries nothing itself)."""
+    with _lock:
+        return {"trusted": tuple(_state["trusted"]), "verdicts": _state["verdicts"]}
+
+
 def _limits(folder: Path) -> tuple[float, int]:
     size = _folder_bytes(folder)
     seconds = float(os.environ.get("NPU_STUDIO_TRIAL_SECONDS") or DEFAULT_SECONDS + SECONDS_PER_GB * size / (1 << 30))
@@ -89,12 +95,23 @@ def time_limit(folder: str | os.PathLike[str]) -> float:
 
 
 def _folder_bytes(folder: Path) -> int:
-    total = 0
-    for path in folder.rglob("*"):
-        with contextlib.suppress(OSError):
-            if path.is_file() and not path.is_symlink():
-                total += path.stat().st_size
-    return total
+    return sum(path.stat().st_size for path, _ in _model_files(folder))
+
+
+def _model_files(folder: Path) -> list[tuple[Path, str]]:
+    """(path, relative name) of the folder's files, sorted; a link counts when it stays inside (a Hugging
+    Face snapshot's files are all links into its repository's blobs: engines/models/paths.py)."""
+    from engines.models.paths import resolve_inside
+
+    found = []
+    for path in sorted(folder.rglob("*")):
+        rel = path.relative_to(folder).as_posix()
+        with contextlib.suppress(OSError, ModelError):
+            if path.is_symlink():
+                resolve_inside(folder, rel)
+            if path.is_file():
+                found.append((path, rel))
+    return found
 
 
 def content_key(folder: Path, kind: str) -> str:
@@ -104,17 +121,16 @@ def content_key(folder: Path, kind: str) -> str:
     import hashlib  # here, not at import: the chat engine's child imports this module and never hashes
 
     digest = hashlib.sha256(f"trial-v1\0{kind}\0".encode())
-    with contextlib.suppress(jsonfile.JsonFileError):
-        manifest = jsonfile.read_object(folder / "manifest.json")
+    from engines.models.manifest import MANIFEST_NAME, read_manifest
+
+    with contextlib.suppress(ModelError):
+        manifest = read_manifest(folder, require_schema=False)
         # Not the manifest's bytes (an import rewrites them): what shapes the trial, and the file hashes.
-        digest.update(json.dumps(manifest.get("classifier"), sort_keys=True, default=str).encode())
-        for item in manifest.get("files", []) if isinstance(manifest.get("files"), list) else []:
-            if isinstance(item, dict) and isinstance(item.get("path"), str) and isinstance(item.get("sha256"), str):
-                listed[item["path"]] = item["sha256"]
-    for path in sorted(folder.rglob("*")):
-        if path.is_symlink() or not path.is_file() or path.name == "manifest.json":
+        digest.update(json.dumps(manifest.classifier, sort_keys=True, default=str).encode())
+        listed.update((item.path, item.sha256) for item in manifest.files if item.sha256 is not None)
+    for path, rel in _model_files(folder):
+        if path.name == MANIFEST_NAME:
             continue
-        rel = path.relative_to(folder).as_posix()
         info = path.stat()
         digest.update(f"{rel}\0{info.st_size}\0".encode("utf-8", "surrogateescape"))
         if info.st_size <= _SMALL_FILE:
@@ -125,8 +141,9 @@ def content_key(folder: Path, kind: str) -> str:
 
 
 def _trusted(folder: Path) -> bool:
-    resolved = folder.resolve()
-    return any(root == resolved or root in resolved.parents for root in _state["trusted"])
+    from engines.models.paths import is_within
+
+    return any(is_within(folder, root) for root in _state["trusted"])
 
 
 def is_trusted(folder: str | os.PathLike[str]) -> bool:
@@ -146,7 +163,7 @@ def _faked() -> bool:
     from engines import runtime
     from engines.chat import model as chat_model
 
-    return runtime._override is not None or chat_model._og_override is not None
+    return runtime.is_fake() or chat_model.genai_is_fake()
 
 
 def _load_verdicts(file: Path | None) -> dict[str, Any]:
@@ -163,21 +180,20 @@ def _load_verdicts(file: Path | None) -> dict[str, Any]:
 def _save_verdict(file: Path | None, key: str, folder: Path) -> None:
     if file is None:
         return
-    passed = _load_verdicts(file)
-    passed[key] = {"folder": str(folder), "when": time.time()}
-    if len(passed) > 500:  # keep the newest; an old model tried again costs a few seconds
-        newest = sorted(passed.items(), key=lambda kv: kv[1].get("when", 0) if isinstance(kv[1], dict) else 0)
-        passed = dict(newest[-500:])
+
+    def add(data: dict[str, Any]) -> dict[str, Any]:  # under the file's lock: other processes add theirs too
+        passed = data.get("passed")
+        passed = dict(passed) if isinstance(passed, dict) else {}
+        passed[key] = {"folder": str(folder), "when": time.time()}
+        if len(passed) > 500:  # keep the newest; an old model tried again costs a few seconds
+            newest = sorted(passed.items(), key=lambda kv: kv[1].get("when", 0) if isinstance(kv[1], dict) else 0)
+            passed = dict(newest[-500:])
+        return {"schema": 1, "passed": passed}
+
     try:
-        file.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{file.name}.", suffix=".tmp", dir=file.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump({"schema": 1, "passed": passed}, handle)
-        os.replace(tmp, file)
-    except OSError as exc:  # a read-only cache: the model is tried again next time, nothing worse
+        shared_files.update_json(file, add, max_bytes=4 << 20)
+    except (OSError, StorageError) as exc:  # a read-only cache: the model is tried again next time, nothing worse
         log.info("could not record the trial verdict in %s: %s", file, exc)
-        with contextlib.suppress(OSError, UnboundLocalError):
-            Path(tmp).unlink(missing_ok=True)
 
 
 def ensure_tried(
@@ -194,7 +210,11 @@ def ensure_tried(
     is called when a trial really starts (not for a cached verdict); `should_stop()` true stops it
     (CancelledError, nothing recorded)."""
     root = Path(folder)
-    if not bounded(root) or child.in_child():
+    if not bounded(root):
+        return
+    from engines import child  # (multiprocessing: only where a model may be tried)
+
+    if child.in_child():
         return  # (a child process, such as the app's chat engine or a trial, starts no children)
     with _lock:
         verdicts = _state["verdicts"]
@@ -231,6 +251,8 @@ def run_bounded(
     """`target(*args)` in a child (engines/child.py) limited to `seconds` and (POSIX) `memory` bytes of address
     space; its return value, or a ModelError saying how it failed. Ctrl+C / SIGTERM kill the child, and so
     does `should_stop()` turning true (checked at each poll, 50 ms): then CancelledError."""
+    from engines import child
+
     process, parent = child.start(_child_main, (memory, target, args), name="npu-studio-trial", duplex=False)
     deadline = time.monotonic() + seconds
     try:
@@ -337,8 +359,10 @@ def _try_chat(folder: str) -> str:
 
 def _try_classifier(model_path: Path, input_size: tuple[int, int]) -> str:
     import numpy as np
-    import onnxruntime as ort
 
+    from engines.runtime import load
+
+    ort = load("onnxruntime")  # (the one import of each runtime: telemetry off)
     ort.set_default_logger_severity(3)
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1

@@ -10,45 +10,24 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 from engines.errors import ModelError
-from engines.models.manifest import read_manifest
-from engines.types import DeviceChoice, DeviceType, Policy
+from engines.models.manifest import Manifest, read_manifest
+from engines.types import DeviceChoice, DeviceType
 
 log = logging.getLogger(__name__)
 
 
-
-def _manifest(folder: Path) -> Mapping[str, Any] | None:
+def _manifest(folder: Path) -> Manifest | None:
     """The folder's manifest through the one reader (engines/models/manifest.py); None when unusable."""
     try:
-        return read_manifest(folder, require_schema=False).data
+        return read_manifest(folder, require_schema=False)
     except ModelError:
         return None
 
 
-def is_quantized(manifest: Mapping[str, Any]) -> bool:
-    return str(manifest.get("precision", "")).lower().startswith("qdq")
-
-
-def wants_npu(choice: DeviceChoice, npu_available: bool = False) -> bool:
-    """True for an NPU choice (`npu`, `qnn`, ...), and for automatic choices that will pick the NPU."""
-    if choice.wanted_type == DeviceType.NPU:
-        return True
-    automatic = choice.ep is None and choice.policy in (Policy.AUTO, Policy.MAX_EFFICIENCY)
-    return automatic and npu_available
-
-
-def _agreement(manifest: Mapping[str, Any]) -> float:
-    found = manifest.get("verification", {})
-    agreement = found.get("top1_agreement_with_float", {}) if isinstance(found, dict) else {}
-    try:
-        return float(agreement["agree"]) / float(agreement["total"])
-    except (KeyError, TypeError, ValueError, ZeroDivisionError):
-        return 0.0
 
 
 # What each NPU EP wants, from its documentation:
@@ -60,19 +39,10 @@ def _agreement(manifest: Mapping[str, Any]) -> float:
 EIGHT_BIT_ACTIVATIONS_ONLY = frozenset({"OpenVINOExecutionProvider", "VitisAIExecutionProvider"})
 
 
-def _activation_bits(manifest: Mapping[str, Any]) -> int:
-    quant = manifest.get("quantization", {})
-    activations = str(quant.get("activations", "") if isinstance(quant, dict) else "").lower()
-    if activations:
-        return 16 if "16" in activations else 8
-    precision = str(manifest.get("precision", "")).lower()
-    return 16 if "a16" in precision else 8
-
-
-def accepts(ep: str | None, manifest: Mapping[str, Any]) -> bool:
+def accepts(ep: str | None, manifest: Manifest) -> bool:
     """Whether NPU EP `ep` takes this QDQ variant (None: the EP is not known yet; any QDQ variant)."""
     if ep in EIGHT_BIT_ACTIVATIONS_ONLY:
-        return _activation_bits(manifest) == 8
+        return manifest.activation_bits == 8
     return True
 
 
@@ -82,7 +52,7 @@ def qdq_variants(model_folder: Path, roots: Iterable[Path], ep: str | None = Non
     base = _manifest(model_folder)
     if base is None:
         return []
-    name = str(base.get("name", model_folder.name))
+    name = base.model_name
     candidates: list[tuple[float, int, str, Path]] = []
     seen: set[Path] = set()
     for root in roots:
@@ -93,15 +63,13 @@ def qdq_variants(model_folder: Path, roots: Iterable[Path], ep: str | None = Non
                 continue
             seen.add(folder.resolve())
             manifest = _manifest(folder)
-            if manifest is None or not is_quantized(manifest):
+            if manifest is None or not manifest.quantized:
                 continue
-            source = manifest.get("source", {})
-            derived = source.get("derived_from") if isinstance(source, dict) else None
-            devices = [str(d).lower() for d in manifest.get("devices", [])]
-            if derived != name or "npu" not in devices or not accepts(ep, manifest):
+            devices = [d.lower() for d in manifest.devices]
+            if manifest.derived_from != name or "npu" not in devices or not accepts(ep, manifest):
                 continue
-            sixteen = 1 if "16" in str(manifest.get("precision", "")) else 0
-            candidates.append((-_agreement(manifest), -sixteen, folder.name, folder))
+            sixteen = 1 if "16" in manifest.precision else 0
+            candidates.append((-manifest.top1_agreement, -sixteen, folder.name, folder))
     return [c[3] for c in sorted(candidates)]
 
 
@@ -110,16 +78,17 @@ def resolve_variant(
     choice: DeviceChoice,
     models_root: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
     *,
-    npu_available: bool = False,
     ep: str | None = None,
 ) -> Path:
-    """The folder to load for `choice`: the best QDQ variant of the model for an NPU choice when one
-    exists (in `models_root` or next to the model) and the NPU EP `ep` takes it, else the model itself."""
+    """The folder to load for `choice`: the best QDQ variant of the model for a choice that names the NPU
+    when one exists (in `models_root` or next to the model) and the NPU EP `ep` takes it, else the model
+    itself. Whether a policy (`auto`, ...) lands on the NPU is the planner's answer: its caller asks it
+    (engines/api.py) and passes the NPU choice and the planned EP."""
     folder = Path(model_folder)
-    if not wants_npu(choice, npu_available):
+    if choice.wanted_type != DeviceType.NPU:
         return folder
     manifest = _manifest(folder)
-    if manifest is None or is_quantized(manifest):
+    if manifest is None or manifest.quantized:
         return folder
     roots = _roots(models_root)
     variants = qdq_variants(folder, [*roots, folder.parent], ep or choice.ep)

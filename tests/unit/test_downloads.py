@@ -18,7 +18,7 @@ from engines.errors import CancelledError, ModelError, StorageError
 from engines.models.catalog import find_entry, load_catalog
 from engines.models.downloads import DownloadError, DownloadProgress, download_model, partial_bytes, staging_dir
 from engines.models.library import scan_library, verify_model
-from engines.models.manifest import load_manifest, sha256_file
+from engines.models.manifest import read_manifest, sha256_file
 from engines.types import CancelToken
 from tests.unit.fake_hub import COMMIT, REPO_ID, SUBFOLDER, FakeHub, serve, write_catalog
 from tests.unit.netguard import loopback_only
@@ -88,7 +88,7 @@ def test_full_download_lands_verified_in_the_library(hub: tuple[FakeHub, str], u
     _assert_installed(user, state)
     assert model.kind == "genai-llm" and model.licence == "MIT" and model.devices == ("cpu",)
     assert model.precision == "fp32" and model.context_length == 256
-    source = load_manifest(model.folder)["source"]
+    source = read_manifest(model.folder).source
     assert source["repo_id"] == REPO_ID and source["commit"] == COMMIT and source["subfolder"] == SUBFOLDER
     assert [e.name for e in scan_library(None, user)] == ["tiny-chat-cpu"]
     # Only the variant's files were fetched (allow-patterns), each once, whole.
@@ -237,7 +237,7 @@ def test_cli_download_obeys_the_setting_and_the_flag(
     hub: tuple[FakeHub, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from app import paths
-    from app.settings import Settings, save_settings
+    from app.storage.settings import Settings, save_settings
 
     state, endpoint = hub
     assets = tmp_path / "assets"
@@ -293,3 +293,86 @@ def test_a_broken_catalog_is_a_clear_error(tmp_path: Path, data: Any, message: s
     path.write_text(data if isinstance(data, str) else json.dumps(data), encoding="utf-8")
     with pytest.raises(ModelError, match=message):
         load_catalog(path)
+
+
+# --------------------------------------------------------------------------------------------
+# A server that is never reached
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def closed_port() -> int:
+    """A loopback port where nothing listens: every connection is refused."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+def no_retry_waits(monkeypatch: pytest.MonkeyPatch) -> None:
+    import huggingface_hub.utils._http as hf_http
+
+    monkeypatch.setattr(hf_http, "time", SimpleNamespace(sleep=lambda _s: None, time=__import__("time").time))
+
+
+def test_a_server_never_reached_says_so_and_that_nothing_was_downloaded(
+    closed_port: int, no_retry_waits: None, user: Path, tmp_path: Path
+) -> None:
+    with pytest.raises(DownloadError) as raised:
+        download_model(_entry(tmp_path), user, allowed=True, endpoint=f"http://127.0.0.1:{closed_port}")
+    assert raised.value.user_text() == (
+        f"Could not reach the server (127.0.0.1:{closed_port}): connection refused; nothing was downloaded. "
+        "Check the network connection (and HF_ENDPOINT, if you set it), then run the same download again."
+    )
+    assert "resumes" not in raised.value.user_text()
+    assert not staging_dir(user, "tiny-chat-cpu").exists() and sorted(user.iterdir()) == []
+
+
+def test_a_server_not_reached_again_keeps_what_an_earlier_try_fetched(
+    hub: tuple[FakeHub, str], closed_port: int, no_retry_waits: None, user: Path, tmp_path: Path
+) -> None:
+    state, endpoint = hub
+    state.drop_after[f"{SUBFOLDER}/{BIG}"] = 2 * 1024 * 1024
+    state.go_offline_after_drop = True
+    with pytest.raises(DownloadError, match="interrupted"):
+        download_model(_entry(tmp_path), user, allowed=True, endpoint=endpoint)
+    kept = partial_bytes(user, "tiny-chat-cpu")
+    with pytest.raises(DownloadError) as raised:
+        download_model(_entry(tmp_path), user, allowed=True, endpoint=f"http://127.0.0.1:{closed_port}")
+    text = raised.value.user_text()
+    assert text.startswith(f"Could not reach the server (127.0.0.1:{closed_port}): connection refused; "
+                           "nothing was downloaded.")  # fmt: skip
+    assert text.endswith("from an earlier try are kept: it resumes from there.")
+    assert partial_bytes(user, "tiny-chat-cpu") == kept
+
+
+def test_a_server_lost_after_some_bytes_is_an_interruption_that_resumes() -> None:
+    from engines.models.downloads import NotReached
+
+    entry = SimpleNamespace(id="tiny-chat-cpu")
+    error = NotReached(entry, "connection refused").said("http://127.0.0.1:9", fetched=3_000_000, kept=5_000_000)  # type: ignore[arg-type]
+    assert error.user_text() == (
+        "The download of tiny-chat-cpu was interrupted: the server (127.0.0.1:9) could not be reached again "
+        "(connection refused) after 3.0 MB. Check the network connection and run the same download again: it "
+        "resumes where it stopped."
+    )
+
+
+def test_each_retry_warning_is_said_once(
+    closed_port: int, no_retry_waits: None, user: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import logging
+
+    root = logging.getLogger()
+    ours = logging.StreamHandler()
+    root.addHandler(ours)
+    try:
+        with pytest.raises(DownloadError):
+            download_model(_entry(tmp_path), user, allowed=True, endpoint=f"http://127.0.0.1:{closed_port}")
+    finally:
+        root.removeHandler(ours)
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    retries = [line for line in lines if line.startswith("Retrying in")]
+    assert retries and len(retries) == len(set(retries)), lines  # once each, through the application's handler

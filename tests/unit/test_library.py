@@ -32,7 +32,7 @@ from engines.models.library import (
     scan_library,
     verify_model,
 )
-from engines.models.manifest import file_entry, list_model_files, load_manifest, sha256_file
+from engines.models.manifest import file_entry, list_model_files, read_manifest, sha256_file
 from engines.types import CancelToken
 from tests.unit.netguard import NetworkAccessError, loopback_only
 from tests.unit.tiny_models import colour_classifier
@@ -95,8 +95,8 @@ def test_scan_lists_bundled_and_user_models_with_manifest_facts(bundled: Path, u
     entries = scan_library(bundled, user)
     assert [(e.name, e.origin) for e in entries] == [("colours", "bundled"), ("mine", "yours")]
     colours = entries[0]
-    manifest = load_manifest(bundled / "colours")
-    files = tuple(ModelFile(f["path"], f["size"], f["sha256"]) for f in manifest["files"])
+    manifest = read_manifest(bundled / "colours")
+    files = tuple(ModelFile(f.path, f.size or 0, f.sha256 or "") for f in manifest.files)
     on_disk = sum(p.stat().st_size for p in (bundled / "colours").iterdir() if p.name != "manifest.json")
     assert colours.size_bytes == sum(f.size for f in files) == on_disk
     assert colours.sha256 == folder_digest(files) and len(colours.sha256) == 64
@@ -189,12 +189,13 @@ def test_import_onnx_classifier_writes_a_verified_manifest_and_it_classifies(use
                          progress=lambda done, total: seen.append((done, total)))
     assert entry.name == "model" and entry.kind == "image-classifier" and entry.licence == "MIT"
     assert entry.precision == "fp32" and entry.devices == ("cpu", "gpu", "npu")
-    manifest = load_manifest(user / "model")
-    spec = manifest["classifier"]
+    manifest = read_manifest(user / "model")
+    spec = manifest.classifier
+    assert spec is not None and manifest.num_classes == 4
     assert spec["input"] == "pixels" and spec["output"] == "scores" and spec["num_classes"] == 4
     assert spec["input_size"] == [8, 8] and spec["layout"] == "NCHW"  # read from the model's input shape
     assert spec["output_kind"] == "logits"
-    assert {f["path"]: f["sha256"] for f in manifest["files"]} == {
+    assert {f.path: f.sha256 for f in manifest.files} == {
         "model.onnx": sha256_file(model), "labels.txt": sha256_file(model.parent / "labels.txt")}
     assert seen[-1][0] == seen[-1][1] == entry.size_bytes
     assert verify_model(user / "model").ok
@@ -261,7 +262,7 @@ def test_dynamic_image_size_needs_size_and_then_imports(user: Path, tmp_path: Pa
     with pytest.raises(ModelError, match="dynamic image size.*--size"):
         import_model(model, user, classifier=ClassifierOptions(labels=labels))
     entry = import_model(model, user, classifier=ClassifierOptions(labels=labels, input_size=(32, 32)))
-    assert load_manifest(entry.folder)["classifier"]["input_size"] == [32, 32]
+    assert (read_manifest(entry.folder).classifier or {}).get("input_size") == [32, 32]
 
 
 BROKEN_CLASSIFIERS = {
@@ -319,7 +320,7 @@ def test_import_classifier_folder_with_manifest(bundled: Path, user: Path, tmp_p
     copy = shutil.copytree(bundled / "colours", tmp_path / "colours-copy")
     entry = import_model(copy, user, bundled_dir=bundled, details=ImportDetails(name="colours-2"))
     assert entry.licence == "Apache-2.0" and entry.display_name == "Colours"
-    assert load_manifest(entry.folder)["classifier"]["input"] == "pixels"
+    assert (read_manifest(entry.folder).classifier or {}).get("input") == "pixels"
     manifest = json.loads((copy / "manifest.json").read_text())
     manifest["classifier"]["custom_ops_library"] = "evil.so"
     (copy / "manifest.json").write_text(json.dumps(manifest))
@@ -395,9 +396,9 @@ def test_import_genai_folder_records_chat_facts(genai_copy: Path, user: Path) ->
     entry = import_model(genai_copy, user)
     assert entry.kind == "genai-llm" and entry.name == "tiny-chat" and entry.licence == "apache-2.0"
     assert entry.precision == "fp32" and entry.devices == ("cpu",) and entry.context_length == 256
-    manifest = load_manifest(entry.folder)
-    assert manifest["chat"]["kv_cache_dtype"] == "float32"
-    assert manifest["chat"]["chat_template"] == "chat_template.jinja"
+    manifest = read_manifest(entry.folder)
+    assert manifest.kv_cache_dtype == "float32" and manifest.context_length == 256
+    assert manifest.chat is not None and manifest.chat["chat_template"] == "chat_template.jinja"
     assert {f.path for f in entry.files} == {
         "README.md", "chat_template.jinja", "genai_config.json", "model.onnx", "model.onnx.data",
         "tokenizer.json", "tokenizer_config.json"}

@@ -11,7 +11,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from engines.errors import ModelError
-from engines.models.paths import is_inside, resolve_inside
+from engines.models import onnx_wire
+from engines.models.paths import is_within, resolve_inside
 from engines.models.safety import inspect_onnx
 from engines.types import DeviceChoice
 from engines.vision.classifier import ImageClassifier
@@ -151,7 +152,9 @@ def test_resolve_inside_accepts_nested_files_and_refuses_every_way_out(tmp_path:
             resolve_inside(root, name)
     with pytest.raises(ModelError, match="is missing"):
         resolve_inside(root, "a/none.bin", must_exist=True)
-    assert is_inside(root / "a" / "b.bin", root) and not is_inside(root / "link.bin", root)
+    assert is_within(root / "a" / "b.bin", root) and is_within(root, root) and is_within(root / "a", root)
+    assert not is_within(root / "link.bin", root) and not is_within(root.parent, root)
+    assert not is_within(root / ".." / root.name / ".." / "x", root)
 
 
 def test_a_file_that_passed_is_not_read_again_until_it_or_its_folder_changes(
@@ -160,14 +163,14 @@ def test_a_file_that_passed_is_not_read_again_until_it_or_its_folder_changes(
     model = _external_model(tmp_path / "m", "weights.bin")
     weights = tmp_path / "m" / "weights.bin"
     weights.write_bytes(b"\0" * 4096)
-    loads: list[str] = []
-    real = onnx.load
+    loads: list[object] = []
+    real = onnx_wire.read_file
 
-    def counting(path: str, **kwargs: object) -> onnx.ModelProto:
+    def counting(path: Path) -> onnx_wire.Structure:
         loads.append(path)
-        return real(path, **kwargs)  # type: ignore[arg-type]
+        return real(path)
 
-    monkeypatch.setattr(onnx, "load", counting)
+    monkeypatch.setattr(onnx_wire, "read_file", counting)
     first = inspect_onnx(model)
     assert inspect_onnx(model) == first and len(loads) == 1  # opening a classifier checks twice
     weights.write_bytes(b"\0" * 100)  # its external data truncated in place
@@ -181,3 +184,30 @@ def test_a_file_that_passed_is_not_read_again_until_it_or_its_folder_changes(
     os.replace(tmp_path / "other" / "model.onnx", model)
     with pytest.raises(ModelError, match="points outside the model's folder"):
         inspect_onnx(model)
+
+
+def test_library_entries_and_trusted_roots_follow_the_one_inside_the_folder_rule(tmp_path: Path) -> None:
+    from engines.models import trial
+    from engines.models.lookup import locate_model
+
+    library, elsewhere = tmp_path / "library", tmp_path / "elsewhere"
+    (library / "net" / "sub").mkdir(parents=True)
+    (elsewhere / "net").mkdir(parents=True)
+    try:
+        (library / "out").symlink_to(elsewhere / "net", target_is_directory=True)
+        (elsewhere / "in").symlink_to(library / "net", target_is_directory=True)
+    except OSError:
+        pytest.fail("this test needs symbolic links; the filesystem refused to create one")
+    entry = {path: locate_model(path, [library]).in_library for path in (
+        library / "net", library / "net" / "sub", elsewhere / "net", library / "out", elsewhere / "in", library)}
+    assert entry == {library / "net": True, library / "net" / "sub": False, elsewhere / "net": False,
+                     library / "out": False, elsewhere / "in": True, library: False}  # fmt: skip
+
+    saved = dict(trial._state)
+    try:
+        trial.configure(trusted=[library])
+        assert trial.is_trusted(library) and trial.is_trusted(library / "net" / "sub")
+        assert trial.is_trusted(elsewhere / "in"), "a link into a trusted root is that root's folder"
+        assert not trial.is_trusted(library / "out") and not trial.is_trusted(elsewhere / "net")
+    finally:
+        trial._state.update(saved)
