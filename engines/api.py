@@ -21,7 +21,8 @@ from engines.types import CancelToken, Classification, DeviceChoice, DeviceType,
 
 if TYPE_CHECKING:
     from engines.chat.loaded import ChatModel
-    from engines.chat.prepared import Prepared
+    from engines.chat.requests import ChatEvent
+    from engines.chat.service import ChatService
     from engines.runtime.compiled_cache import CacheOutcome, CompiledModelCache
     from engines.runtime.devices import DiscoveryReport
     from engines.runtime.fallback import FallbackOffer, FallbackRunner
@@ -187,7 +188,7 @@ def open_classifier(
     Raises ModelError (missing, unsafe or invalid model), DeviceUnavailableError, PlacementError,
     SessionCreationError, each with a message that says what to do.
     """
-    from engines.runtime.devices import discover
+    from engines.runtime.devices import discover_for
     from engines.runtime.fallback import HEALTH
     from engines.runtime.sessions import SessionSettings
     from engines.vision.classifier import CLASSIFIER_CONFIG, ClassifierSpec, ImageClassifier
@@ -197,7 +198,7 @@ def open_classifier(
     # The folder's own checks (manifest, the inside-the-folder rule, the ONNX safety check, the bounded
     # trial) come before anything native is loaded, EP plugins included.
     specs = {located.folder: ClassifierSpec.from_folder(located.folder)}
-    found = report if report is not None else discover()
+    found = report if report is not None else discover_for(device)
     compiled = as_cache(cache)
     notices: list[str] = []
     roots = [Path(os.fspath(r)) for r in library]
@@ -294,7 +295,7 @@ def _variant_for(
         return located.folder
     npu = DeviceChoice(policy=Policy.PREFER_NPU)
     # the NPU EP decides: QNN takes the a16 QDQ variant, OpenVINO and VitisAI only 8-bit ones
-    folder = resolve_variant(located.folder, npu, roots or [located.folder.parent], npu_available=True, ep=plan.ep)
+    folder = resolve_variant(located.folder, npu, roots or [located.folder.parent], ep=plan.ep)
     if folder != located.folder:
         note = f"The NPU runs {folder.name}, the quantized (QDQ) variant of {located.name}."
         if note not in notices:
@@ -308,16 +309,38 @@ def open_chat(
     *,
     strict: bool | None = None,
     library: Sequence[PathLike] = (),
+    responsive: bool = False,
+    on_event: Callable[[ChatEvent], None] | None = None,
+    cancel: CancelToken | None = None,
     check_memory: bool = True,
     available: frozenset[str] | None = None,
-    prepared: Prepared | None = None,
+) -> ChatService:
+    """Open the chat model `model` (a folder or a name in `library`) on `choice`, with the same meaning of
+    the choice as `open_classifier`, and return its chat service (engines/chat/service.py): in this
+    process or in the bounded engine child, as `runs_in_child` decides (`responsive`: this process must
+    keep its other threads running while tokens are generated, as a UI or a server's event loop must).
+    `service.generate(ChatRequest.send([], "Hi"), on_event=print)` answers; `on_event` also hears the
+    load's `Status` notices. The folder is validated before any native load."""
+    from engines.chat.opening import open_service
+
+    located = locate_model(model, library)
+    return open_service(located.folder, as_choice(choice, strict), responsive=responsive, on_event=on_event,
+                        cancel=cancel, check_memory=check_memory, available=available)  # fmt: skip
+
+
+def load_chat_model(
+    model: PathLike,
+    choice: DeviceChoice | str = "auto",
+    *,
+    strict: bool | None = None,
+    library: Sequence[PathLike] = (),
+    check_memory: bool = True,
+    available: frozenset[str] | None = None,
 ) -> ChatModel:
-    """Open the onnxruntime-genai chat model `model` (a folder or a name in `library`) on `choice`, with
-    the same meaning of the choice as `open_classifier`. The folder is validated before any native load
-    (`prepared`: by the process that started this one, engines/chat/prepared.py).
+    """The onnxruntime-genai chat model itself, loaded in this process (benchmarks and tools that drive
+    the tokenizer and generator directly; an untrusted model is tried once first, in a bounded process).
     `model.new_conversation(...).send(text, on_text=..., cancel=...)` chats."""
     from engines.chat.loaded import ChatModel
 
     located = locate_model(model, library)
-    return ChatModel.load(located.folder, as_choice(choice, strict), available=available, check_memory=check_memory,
-                          prepared=prepared)
+    return ChatModel.load(located.folder, as_choice(choice, strict), available=available, check_memory=check_memory)

@@ -11,7 +11,8 @@ behind. The child also skips spawn's re-import of the parent's `__main__` module
 On Windows (and any frozen build) the spawn start method stays: there is no resource tracker there, and
 spawn with `multiprocessing.freeze_support()` is how the frozen app starts its own executable as a child.
 
-`start(target, args)` runs `target(conn, *args)` in the child and returns the parent's `(process, conn)`;
+`start(target, args)` runs `target(conn, *args)` in the child and returns the parent's `(process, conn)`
+(`target` may be named, "package.module:function", so that the parent never imports the child's code);
 the process object answers `pid`, `is_alive()`, `join()`, `kill()` and `exitcode` as a
 `multiprocessing.Process` does (a negative exit code names the signal that ended the child).
 """
@@ -134,10 +135,22 @@ class Process:
                 self._popen.kill()
 
 
-def start(target: Callable[..., Any], args: tuple[Any, ...] = (), *, name: str, duplex: bool = True) -> tuple[Any, Any]:
+def _run_named(conn: Any, name: str, *args: Any) -> None:
+    """Run the target named "package.module:function" (imported here, in the child)."""
+    import importlib
+
+    module, _, function = name.partition(":")
+    getattr(importlib.import_module(module), function)(conn, *args)
+
+
+def start(
+    target: Callable[..., Any] | str, args: tuple[Any, ...] = (), *, name: str, duplex: bool = True
+) -> tuple[Any, Any]:
     """Start `target(conn, *args)` in a child process; `(process, conn)` for the parent. `target` must be
     importable by name (a module-level function) and `args` picklable; a SharedFlag in `args` is
     shared with the child. The child is killed when this process exits, as a daemon process is."""
+    if isinstance(target, str):
+        target, args = _run_named, (target, *args)
     if not lean_children():
         import multiprocessing
 

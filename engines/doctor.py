@@ -6,7 +6,8 @@ strict session on a tiny generated model (its output checked against numpy), the
 (first and cached session creation, warm-up, latency, top-1 on the sample photos) and a few chat
 tokens. Devices that are not there are reported as unavailable with the reason; nothing is skipped
 silently and no failure stops the run. The result is a readable text report, JSON, and a zip with
-both plus the recent logs, the settings and the versions.
+both plus the recent logs, the settings and the versions, every text redacted by the caller's
+Redactor (engines/redaction.py, app/diagnostics.py).
 
 The chat check goes through `ChatProbe` (default: `chat_probe`, over engines.chat.conversation) so the caller can
 replace or leave it out.
@@ -29,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from engines import runtime
-from engines.doctor_report import DoctorReport, Step, write_outputs
+from engines.doctor_report import DoctorReport, Step
 from engines.runtime.compiled_cache import CompiledModelCache, needs_cache, qnn_sdk_version
 from engines.runtime.devices import DiscoveryReport, discover
 from engines.runtime.failures import diagnose
@@ -37,11 +38,6 @@ from engines.types import CPU_EP, Device, DeviceChoice, Policy, short_ep_name
 
 log = logging.getLogger(__name__)
 
-# The report itself (Step, DoctorReport, write_outputs) lives in engines/doctor_report.py.
-__all__ = [
-    "PROBE_MODEL", "DoctorReport", "Step", "chat_probe", "classifier_check", "collect_versions", "ort_distributions",
-    "probe_input", "probe_reference", "run_doctor", "strict_probe", "write_outputs",
-]
 
 PACKAGES = (
     "onnxruntime",
@@ -249,22 +245,26 @@ def classifier_check(
 
 
 def chat_probe(folder: Path, choice: DeviceChoice, tokens: int) -> Step:
-    """A few chat tokens with engines.chat.conversation on the chosen device (load time, first token, tokens/s)."""
+    """A few chat tokens through the chat service on the chosen device (load time, first token, tokens/s)."""
     from engines.api import open_chat
-    from engines.chat.conversation import ChatOptions
+    from engines.chat.requests import ChatRequest
+    from engines.chat.types import ChatOptions
 
     ep = choice.ep or CPU_EP
     started = time.perf_counter()
     try:
-        model = open_chat(folder, choice)
+        service = open_chat(folder, choice)
         load_s = time.perf_counter() - started
-        conversation = model.new_conversation("You are a helpful assistant.", ChatOptions(max_new_tokens=tokens))
-        pieces: list[str] = []
-        stats = conversation.send(CHAT_PROMPT, on_text=pieces.append)
-        conversation.close()
+        try:
+            request = ChatRequest.send([], CHAT_PROMPT, system_prompt="You are a helpful assistant.",
+                                       options=ChatOptions(max_new_tokens=tokens))  # fmt: skip
+            done = service.generate(request)
+        finally:
+            service.close()
     except Exception as exc:
         return _failed("chat", ep, exc, started)
-    answer = "".join(pieces).strip()
+    stats = done.stats
+    answer = done.text.strip()
     details = {
         "model": folder.name,
         "load_s": round(load_s, 3),
@@ -273,7 +273,8 @@ def chat_probe(folder: Path, choice: DeviceChoice, tokens: int) -> Step:
         "stats": stats.as_dict(),
     }
     status = "fell back" if stats.fell_back else "ok"
-    summary = f"{folder.name} on {model.describe().split(' on ', 1)[-1]}: loaded in {load_s:.1f} s; {stats.summary()}"
+    where = service.info.description.split(" on ", 1)[-1]
+    summary = f"{folder.name} on {where}: loaded in {load_s:.1f} s; {stats.summary()}"
     if answer:
         summary += f'; "{answer[:60]}"'
     return Step("chat", ep, status, summary, time.perf_counter() - started, details)

@@ -4,8 +4,9 @@ JSON), and the files a bug report attaches (report.txt, report.json, diagnostics
 from __future__ import annotations
 
 import json
+import os
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -144,29 +145,44 @@ def _tail(path: Path, limit: int) -> bytes:
         return handle.read()
 
 
+def _as_is(value: Any) -> Any:
+    return value
+
+
 def write_outputs(
-    report: DoctorReport, out_dir: Path, attachments: Mapping[str, Path] | None = None
+    report: DoctorReport,
+    out_dir: Path,
+    attachments: Mapping[str, Path | str] | None = None,
+    *,
+    redact: Callable[[Any], Any] = _as_is,
+    contents: Sequence[str] = (),
 ) -> tuple[Path, Path, Path]:
-    """report.txt, report.json and diagnostics.zip (both reports, versions, devices and `attachments`:
-    name in the zip -> file; logs are cut to their last MB). Returns the three paths."""
+    """report.txt, report.json and diagnostics.zip (both reports, versions, devices, CONTENTS.txt (what the
+    zip holds: `contents`) and `attachments`: name in the zip -> a file (logs are cut to their last MB) or a
+    text). Every text, the two reports beside the zip included, goes through `redact` first (engines/
+    redaction.py). Returns the three paths."""
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         text_path = out_dir / "report.txt"
         json_path = out_dir / "report.json"
         zip_path = out_dir / "diagnostics.zip"
-        text = report.text()
-        data = json.dumps(report.as_dict(), indent=2, ensure_ascii=False, default=str)
+        text = redact(report.text())
+        data = json.dumps(redact(report.as_dict()), indent=2, ensure_ascii=False, default=str)
         text_path.write_text(text, encoding="utf-8")
         json_path.write_text(data, encoding="utf-8")
-        tmp_zip = zip_path.with_suffix(".zip.tmp")
+        tmp_zip = zip_path.with_name(f".{zip_path.name}.p{os.getpid()}.tmp")
         with zipfile.ZipFile(tmp_zip, "w", compression=zipfile.ZIP_DEFLATED) as bundle:
+            if contents:
+                bundle.writestr("CONTENTS.txt", redact("\n".join(contents) + "\n"))
             bundle.writestr("report.txt", text)
             bundle.writestr("report.json", data)
-            bundle.writestr("versions.json", json.dumps(report.versions, indent=2, default=str))
-            bundle.writestr("devices.json", json.dumps(report.discovery.as_dict(), indent=2, default=str))
-            for name, path in sorted((attachments or {}).items()):
-                if path.is_file():
-                    bundle.writestr(name, _tail(path, LOG_TAIL_BYTES))
+            bundle.writestr("versions.json", json.dumps(redact(report.versions), indent=2, default=str))
+            bundle.writestr("devices.json", json.dumps(redact(report.discovery.as_dict()), indent=2, default=str))
+            for name, item in sorted((attachments or {}).items()):
+                if isinstance(item, str):
+                    bundle.writestr(name, redact(item))
+                elif item.is_file():
+                    bundle.writestr(name, redact(_tail(item, LOG_TAIL_BYTES).decode("utf-8", "replace")))
         tmp_zip.replace(zip_path)
     except OSError as exc:
         raise StudioError(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class StudioError(Exception):
     """Base of every error the app shows to a user: what happened, and what to do.
@@ -14,6 +16,7 @@ class StudioError(Exception):
     """
 
     code = "error"
+    extra_fields: tuple[str, ...] = ()  # a subclass's own plain fields (ints, strings), kept across a process boundary
 
     def __init__(
         self,
@@ -50,7 +53,7 @@ class StudioError(Exception):
             "device_lost": self.device_lost,
             "device_failure": self.device_failure,
             "native": self.native,
-        }
+        } | {name: getattr(self, name) for name in self.extra_fields}
 
     def user_text(self) -> str:
         return f"{self.message} {self.hint}".strip() if self.hint else self.message
@@ -102,9 +105,25 @@ class GenerationError(StudioError):
 
 
 class ContextOverflowError(GenerationError):
-    """A message (with the system prompt) is longer than the model's whole context window."""
+    """A message (with the system prompt) is longer than the model's whole context window; or a whole
+    conversation is, where its oldest turns may not be dropped. Both counts are fields."""
 
     code = "context-overflow"
+    extra_fields = ("prompt_tokens", "context_length")
+    prompt_tokens = 0
+    context_length = 0
+
+    def __init__(self, message: str, hint: str = "", *, prompt_tokens: int = 0, context_length: int = 0,
+                 **fields: Any) -> None:  # fmt: skip
+        super().__init__(message, hint, **fields)
+        self.prompt_tokens = prompt_tokens
+        self.context_length = context_length
+
+
+class BusyError(StudioError):
+    """The chat model is answering others and its line of waiting requests is full: try again soon."""
+
+    code = "busy"
 
 
 class StorageError(StudioError):
@@ -137,4 +156,8 @@ def error_from_dict(data: dict[str, object]) -> StudioError:
         device_failure=bool(data.get("device_failure", False)),
         native=str(data.get("native", "")),
     )
+    for name in cls.extra_fields:
+        value = data.get(name)
+        if isinstance(value, int | str) and not isinstance(value, bool):
+            setattr(error, name, value)
     return error

@@ -286,13 +286,33 @@ def physical_cores() -> int:
     uses when its thread count is left to it (a second hyper-thread per core only contends for the same
     units)."""
     allowed = cpu_count()
-    try:
-        import psutil
+    physical = _linux_physical_cores()
+    if not physical:
+        try:
+            import psutil
 
-        physical = psutil.cpu_count(logical=False) or allowed
-    except ImportError:  # psutil is a dependency; without it, every allowed CPU
-        physical = allowed
+            physical = psutil.cpu_count(logical=False) or allowed
+        except ImportError:  # psutil is a dependency; without it, every allowed CPU
+            physical = allowed
     return max(1, min(allowed, physical))
+
+
+def _linux_physical_cores() -> int:
+    """Linux: the distinct sibling sets of the CPUs, as psutil counts them (0: unknown here), read without
+    importing psutil (the chat CLI asks this before its first token)."""
+    import glob
+
+    for name in ("core_cpus_list", "thread_siblings_list"):
+        sets = set()
+        for path in glob.glob(f"/sys/devices/system/cpu/cpu[0-9]*/topology/{name}"):
+            try:
+                with open(path, encoding="ascii") as fh:
+                    sets.add(fh.read().strip())
+            except OSError:
+                continue
+        if sets:
+            return len(sets)
+    return 0
 
 
 def check_thread_count(threads: object) -> None:

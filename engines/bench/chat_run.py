@@ -25,22 +25,22 @@ def bench_chat(
     reporter: Reporter,
     cancel: CancelToken | None,
 ) -> DeviceResult:
-    from engines.api import open_chat
+    from engines.api import load_chat_model
     from engines.bench.genai import RawGenaiLoop, chat_numbers, chat_prompt_tokens, lockstep_answer
-    from engines.chat.conversation import ChatOptions, StopReason
     from engines.chat.model import genai
+    from engines.chat.types import ChatOptions, StopReason
 
     choice = DeviceChoice(ep=ep)
     reporter.update(0.02, detail="loading the model (first)")
     t = time.perf_counter()
-    first = open_chat(folder, choice)
+    first = load_chat_model(folder, choice)
     first_s = time.perf_counter() - t
     del first
     gc.collect()
     check_cancel(cancel)
     reporter.update(0.15, detail="loading the model (again)")
     t = time.perf_counter()
-    model = open_chat(folder, choice)
+    model = load_chat_model(folder, choice)
     sessions = SessionTimes(
         first_s,
         time.perf_counter() - t,

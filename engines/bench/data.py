@@ -14,6 +14,7 @@ from typing import Any
 
 from engines.bench.stats import LatencyStats
 from engines.errors import StudioError
+from engines.runtime.planning import RANKING
 from engines.types import DeviceType, check_thread_count
 
 VISION = "vision"
@@ -24,7 +25,7 @@ UNAVAILABLE = "unavailable"
 FAILED = "failed"
 
 DEFAULT_PROMPT = "Write a short story about a robot who learns to paint."
-ALL_DEVICES = (DeviceType.NPU, DeviceType.GPU, DeviceType.CPU)
+ALL_DEVICES = RANKING  # every device type, in the planner's order
 
 
 def parse_devices(text: str) -> tuple[DeviceType, ...]:

@@ -1,12 +1,13 @@
-"""Benchmark runs as CSV: one row per model and device, the columns a spreadsheet wants. Pure Python."""
+"""Benchmark runs as CSV: one row per model and device, the columns a spreadsheet wants, written by the
+one CSV writer (engines/csvfile.py: no cell is ever run as a formula). Pure Python."""
 
 from __future__ import annotations
 
-import csv
 import io
 from collections.abc import Iterable
 from typing import TextIO
 
+from engines import csvfile
 from engines.bench.data import BenchRun, DeviceResult
 
 CSV_COLUMNS = (
@@ -93,12 +94,13 @@ def csv_row(run_id: str, r: DeviceResult) -> dict[str, str]:
 
 def write_csv(runs: Iterable[BenchRun], out: TextIO) -> int:
     """One row per model x device of every run. Returns the number of rows."""
-    writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n")
-    writer.writeheader()
+    writer = csvfile.writer(out, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
     count = 0
     for run in runs:
         for result in run.results:
-            writer.writerow(csv_row(run.run_id, result))
+            row = csv_row(run.run_id, result)
+            writer.writerow(row[column] for column in CSV_COLUMNS)
             count += 1
     return count
 

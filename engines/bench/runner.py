@@ -68,11 +68,10 @@ def model_kind(folder: str | os.PathLike[str]) -> str:
         raise ModelError(f"Model folder not found: {root}.", "Pick a model folder that exists.")
     if (root / "genai_config.json").is_file():
         return CHAT
-    if (root / "manifest.json").is_file():
-        from engines.models.manifest import read_manifest
+    from engines.models.manifest import has_manifest, read_manifest
 
-        if read_manifest(root, require_schema=False).classifier is not None:
-            return VISION
+    if has_manifest(root) and read_manifest(root, require_schema=False).classifier is not None:
+        return VISION
     raise ModelError(
         f"{root} is neither an image classifier (manifest.json with a classifier section) nor an "
         "onnxruntime-genai chat model (genai_config.json).",

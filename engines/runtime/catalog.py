@@ -8,7 +8,6 @@ cancelled. Failures come back as plain words (`explain_hresult`), never as excep
 
 from __future__ import annotations
 
-import importlib.metadata
 import logging
 import threading
 import time
@@ -83,13 +82,6 @@ def _state(raw: Any) -> ReadyState:
     )
 
 
-def _package_version() -> str:
-    try:
-        return importlib.metadata.version(PACKAGE)
-    except importlib.metadata.PackageNotFoundError:
-        return ""
-
-
 def _read_provider(raw: Any) -> CatalogEp:
     def text(attr: str) -> str:
         try:
@@ -132,7 +124,7 @@ def read_catalog() -> CatalogReport:
         return CatalogReport(
             False, "The Windows ML package (windowsml) is not installed in this build.", windows_build=build
         )
-    version = str(getattr(module, "__version__", "") or _package_version())
+    version = runtime.package_version(module, PACKAGE)
     if 0 < build < WINDOWS_24H2_BUILD:
         return CatalogReport(
             False,

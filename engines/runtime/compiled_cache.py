@@ -22,7 +22,6 @@ import json
 import logging
 import os
 import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -30,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engines import jsonfile
+from engines import jsonfile, workdirs
 from engines.errors import StorageError
 
 log = logging.getLogger(__name__)
@@ -292,7 +291,8 @@ class CompiledModelCache:
         rename the folder into place. Raises what `compile_into` raises (the temporary folder is removed)."""
         try:
             self.root.mkdir(parents=True, exist_ok=True)
-            tmp = Path(tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{key.digest}-", dir=self.root))
+            workdirs.sweep(self.root, (_TMP_PREFIX,))  # what a compile that was killed left
+            tmp = workdirs.make(self.root, f"{_TMP_PREFIX}{key.digest}-")
         except OSError as exc:
             raise StorageError(
                 f"The compiled-model cache folder {self.root} cannot be written: {exc.strerror or exc}.",

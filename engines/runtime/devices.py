@@ -13,12 +13,11 @@ from typing import Any
 from engines import runtime
 from engines.runtime import catalog as winml
 from engines.runtime.catalog import CatalogReport
+from engines.runtime.planning import order_key
 from engines.runtime.reasons import (
     EP_HARDWARE,
     EP_VENDOR,
     driver_problem,
-    is_windows_arm64,
-    is_windows_x64,
     meteor_lake_note,
     missing_reason,
     source_label,
@@ -31,25 +30,11 @@ from engines.runtime.registration import (
     VITISAI_EP,
     PluginStatus,
     registration,
-    reset_registrations,
 )
 from engines.runtime.registration import register_plugins as _register_plugins
-from engines.types import CPU_EP, EP_DEVICE_TYPE, Device, DeviceType
+from engines.types import CPU_EP, EP_DEVICE_TYPE, Device, DeviceChoice, DeviceType, Policy
 
-__all__ = [
-    "DML_EP",
-    "OPENVINO_EP",
-    "QNN_EP",
-    "VITISAI_EP",
-    "DiscoveryReport",
-    "PluginStatus",
-    "discover",
-    "is_windows_arm64",
-    "is_windows_x64",
-    "platform_tag",
-    "register_plugins",
-    "reset_registrations",
-]
+__all__ = ["DiscoveryReport", "discover", "discover_for", "platform_tag", "register_plugins"]
 
 log = logging.getLogger(__name__)
 
@@ -171,12 +156,20 @@ def _with_source(device: Device, built_in: set[str]) -> Device:
     return updated
 
 
-def discover() -> DiscoveryReport:
+def discover_for(choice: DeviceChoice) -> DiscoveryReport:
+    """Discovery as far as `choice` needs it: the CPU asked for by name needs neither Windows ML's catalog
+    nor the plugin EPs (loading OpenVINO's libraries and reading the catalog are most of discovery)."""
+    cpu = choice.ep == CPU_EP or (choice.ep is None and choice.policy == Policy.CPU_ONLY)
+    return discover(plugins=not cpu)
+
+
+def discover(*, plugins: bool = True) -> DiscoveryReport:
     """Everything ONNX Runtime and Windows ML can tell about this machine's devices, with reasons for
-    what is missing. Never downloads; a failing EP never stops the others."""
+    what is missing. Never downloads; a failing EP never stops the others. `plugins=False`: only what the
+    build itself has (no catalog, no plugin EPs registered, no cards for the devices they would bring)."""
     ort = runtime.ort()
-    catalog = winml.read_catalog()
-    plugins = _register_plugins(catalog)
+    catalog = winml.read_catalog() if plugins else CatalogReport(False, "Not read: only the CPU was asked for.")
+    plugins_found = _register_plugins(catalog) if plugins else ()
     providers = tuple(str(p) for p in ort.get_available_providers())
     built_in = set(providers)
     devices: list[Device] = []
@@ -211,7 +204,7 @@ def discover() -> DiscoveryReport:
         )
         seen_eps.add(ep)
     cpu_vendor = next((vendor_of(d.vendor, d.vendor_id, d.ep) for d in devices if d.ep == CPU_EP and d.vendor), "")
-    expected = list(_EXPECTED) + [p.name for p in catalog.providers if p.name not in _EXPECTED]
+    expected = list(_EXPECTED) + [p.name for p in catalog.providers if p.name not in _EXPECTED] if plugins else []
     listed = {(d.ep, d.type) for d in devices}
     for ep in expected:
         wanted = EP_DEVICE_TYPE.get(ep, DeviceType.NPU)
@@ -226,7 +219,7 @@ def discover() -> DiscoveryReport:
                 type=EP_DEVICE_TYPE.get(ep, DeviceType.NPU),
                 vendor=EP_VENDOR.get(ep, ""),
                 usable=False,
-                reason=missing_reason(ep, catalog, plugins, reg, cpu_vendor, others),
+                reason=missing_reason(ep, catalog, plugins_found, reg, cpu_vendor, others),
                 description=EP_HARDWARE.get(ep, ""),
                 ep_version=reg.version if reg is not None else "",
                 source=reg.source if reg is not None else "",
@@ -236,6 +229,5 @@ def discover() -> DiscoveryReport:
         seen_eps.add(ep)
     if CPU_EP not in seen_eps:  # always present in practice; keep the app honest if not
         devices.append(Device(CPU_EP, DeviceType.CPU, "", False, "This build reports no CPU provider."))
-    order = {DeviceType.NPU: 0, DeviceType.GPU: 1, DeviceType.CPU: 2}
-    devices.sort(key=lambda d: (not d.usable, order[d.type], d.ep))
-    return DiscoveryReport(runtime.version(), platform_tag(), providers, tuple(devices), plugins, catalog)
+    devices.sort(key=lambda d: (not d.usable, *order_key(d.type, d.ep)))  # usable first, then the planner's order
+    return DiscoveryReport(runtime.version(), platform_tag(), providers, tuple(devices), plugins_found, catalog)

@@ -30,7 +30,8 @@ from engines.errors import (
 )
 from engines.runtime.devices import DiscoveryReport
 from engines.runtime.failures import Diagnosis, diagnose
-from engines.types import CPU_EP, DeviceChoice, DeviceType, Policy, short_ep_name
+from engines.runtime.planning import RANKING, DeviceSet, best_first, plan_device
+from engines.types import CPU_EP, EP_DEVICE_TYPE, DeviceChoice, Policy, short_ep_name
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ R = TypeVar("R")
 
 # Failures that belong to the input or the model, not to the device: retrying elsewhere will not help.
 _NOT_DEVICE_FAILURES = (CancelledError, ImageError, InputContractError, ModelError)
-_MAX_SWITCHES = 3  # NPU -> GPU -> CPU, and a spare: never a loop, whatever `ask` answers
+_MAX_SWITCHES = len(RANKING)  # down the ranking, and a spare: never a loop, whatever `ask` answers
 
 
 class DeviceHealth:
@@ -103,11 +104,10 @@ def choice_for(device_ep: str, strict: bool = False) -> DeviceChoice:
 def alternatives(
     report: DiscoveryReport, health: DeviceHealth, exclude: set[str], strict: bool = False
 ) -> tuple[DeviceChoice, ...]:
-    """Usable devices other than `exclude` and the failed ones, NPU first and the CPU last."""
-    order = {DeviceType.NPU: 0, DeviceType.GPU: 1, DeviceType.CPU: 2}
+    """Usable devices other than `exclude` and the failed ones, in the planner's ranking (NPU first, CPU last)."""
     seen: set[str] = set()
     picked = []
-    for device in sorted(health.apply(report).usable(), key=lambda d: order[d.type]):
+    for device in best_first(health.apply(report).usable()):
         if device.ep in exclude or device.ep in seen:
             continue
         seen.add(device.ep)
@@ -174,9 +174,11 @@ def describe(choice: DeviceChoice) -> str:
 
 
 def _device(ep: str) -> str:
-    return {"QNNExecutionProvider": "the NPU (QNN)", "DmlExecutionProvider": "the GPU (DirectML)"}.get(
-        ep, "the CPU" if ep == CPU_EP else short_ep_name(ep)
-    )
+    """The device behind an EP in words: "the NPU (QNN)", "the GPU (DirectML)", "the CPU"."""
+    if ep == CPU_EP:
+        return "the CPU"
+    kind = EP_DEVICE_TYPE.get(ep)
+    return f"the {kind.value} ({short_ep_name(ep)})" if kind is not None else short_ep_name(ep)
 
 
 def _primary_ep(session: object) -> str:
@@ -258,16 +260,16 @@ class FallbackRunner(Generic[S]):
         )
 
     def _ep_for_choice(self) -> str:
-        """The EP the current choice means (for a policy: the usable device of that type)."""
+        """The EP the current choice means: the one named, else the one the planner picks for the policy
+        on the devices that have not failed ("" when strict and none is there)."""
         if self.choice.ep is not None:
             return self.choice.ep
         if self.choice.policy == Policy.CPU_ONLY:
             return CPU_EP
-        wanted = self.choice.wanted_type
-        if wanted is None:
+        try:
+            return plan_device(self.choice, DeviceSet.from_devices(self.health.apply(self._report()).devices)).ep
+        except DeviceUnavailableError:
             return ""
-        usable = self.health.apply(self._report()).usable(wanted)
-        return usable[0].ep if usable else ""
 
     def _offer(self, found: Diagnosis, ep: str, exc: BaseException) -> None:
         """Ask where to go next and switch there, or raise."""

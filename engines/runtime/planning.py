@@ -13,6 +13,11 @@ efficiency      the NPU, else the CPU (never the GPU: it draws the most power)
 performance     the GPU, else the NPU, else the CPU
 ==============  ============================================================================
 
+It is also the one place that ranks devices: device types NPU > GPU > CPU (`RANKING`), and within a type
+the EPs in `EP_PREFERENCE` (`order_key`). Discovery sorts its device list by it, the chat runtime's device
+set follows it, and a failed device's alternatives are offered in its order. And it is the one place that
+predicts a fallback before anything loads (`predict_device`: the views' chip, banner, picker and captions).
+
 Pure Python over plain data: no onnxruntime import here.
 """
 
@@ -20,15 +25,33 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
 
 from engines.errors import DeviceUnavailableError
 from engines.types import CPU_EP, EP_DEVICE_TYPE, Device, DeviceChoice, DeviceType, Policy, short_ep_name
 
 NPU, GPU, CPU = DeviceType.NPU, DeviceType.GPU, DeviceType.CPU
 
+# The one ranking of device types, best first.
+RANKING: tuple[DeviceType, ...] = (NPU, GPU, CPU)
+
+# Within one device type, the EPs to use first when several can drive it (an EP not named here comes
+# after these, by name): the vendor's own NPU EP, then the portable ones; DirectML before the vendor GPU EPs.
+EP_PREFERENCE: tuple[str, ...] = (
+    "QNNExecutionProvider",
+    "OpenVINOExecutionProvider",
+    "VitisAIExecutionProvider",
+    "DmlExecutionProvider",
+    "CUDAExecutionProvider",
+    "NvTensorRTRTXExecutionProvider",
+    "WebGpuExecutionProvider",
+    "MIGraphXExecutionProvider",
+    CPU_EP,
+)
+
 # Device types each policy accepts, best first. A policy that ends with the CPU never "falls back".
 ORDER: Mapping[Policy, tuple[DeviceType, ...]] = {
-    Policy.AUTO: (NPU, GPU, CPU),
+    Policy.AUTO: RANKING,
     Policy.PREFER_NPU: (NPU,),
     Policy.PREFER_GPU: (GPU,),
     Policy.CPU_ONLY: (CPU,),
@@ -49,6 +72,35 @@ MEANING: Mapping[Policy, str] = {
 _STRICT_HINT = "Turn strict mode off to run on the CPU instead, or pick another device."
 
 
+class Ranked(Protocol):
+    """A device record: its type and the EP that drives it (a Device)."""
+
+    @property
+    def type(self) -> DeviceType: ...
+
+    @property
+    def ep(self) -> str: ...
+
+
+D = TypeVar("D", bound=Ranked)
+
+
+def rank(device_type: DeviceType) -> int:
+    """0 for the best device type (the NPU), then the GPU, then the CPU."""
+    return RANKING.index(device_type)
+
+
+def order_key(device_type: DeviceType, ep: str) -> tuple[int, int, str]:
+    """Sorts devices best first: by device type, then by EP within the type (`EP_PREFERENCE`)."""
+    preferred = EP_PREFERENCE.index(ep) if ep in EP_PREFERENCE else len(EP_PREFERENCE)
+    return rank(device_type), preferred, ep
+
+
+def best_first(devices: Iterable[D]) -> list[D]:
+    """`devices` in the planner's order: NPU, GPU, CPU, and within a type by `EP_PREFERENCE`."""
+    return sorted(devices, key=lambda d: order_key(d.type, d.ep))
+
+
 @dataclass(frozen=True)
 class DeviceSet:
     """The devices one runtime can use now, by EP (best first within a type), and why others cannot."""
@@ -62,6 +114,7 @@ class DeviceSet:
         usable = [(ep, EP_DEVICE_TYPE.get(ep, CPU)) for ep in dict.fromkeys(eps)]
         if CPU_EP not in {ep for ep, _ in usable}:
             usable.append((CPU_EP, CPU))
+        usable.sort(key=lambda item: order_key(item[1], item[0]))
         return cls(tuple(usable), dict(reasons or {}))
 
     @classmethod
@@ -80,8 +133,7 @@ class DeviceSet:
             elif d.reason:
                 reasons.setdefault(d.ep, d.reason)
                 reasons.setdefault(d.type.value, d.reason)
-        order = {NPU: 0, GPU: 1, CPU: 2}
-        usable.sort(key=lambda item: order[item[1]])  # stable: discovery order within a type
+        usable.sort(key=lambda item: order_key(item[1], item[0]))
         return cls(tuple(usable), reasons)
 
     def has(self, ep: str) -> bool:
@@ -103,10 +155,11 @@ class DevicePlan:
     asked_ep: str = ""  # the EP the choice meant, when the plan fell back from it
     fell_back: bool = False
     reason: str = ""
+    kind: DeviceType | None = None  # the device type a policy planned (one EP may drive several: OpenVINO)
 
     @property
     def device_type(self) -> DeviceType:
-        return EP_DEVICE_TYPE.get(self.ep, CPU)
+        return self.kind or EP_DEVICE_TYPE.get(self.ep, CPU)
 
 
 def plan_device(choice: DeviceChoice, devices: DeviceSet, *, runtime: str = "") -> DevicePlan:
@@ -125,7 +178,7 @@ def plan_device(choice: DeviceChoice, devices: DeviceSet, *, runtime: str = "") 
     for device_type in order:
         ep = CPU_EP if device_type == CPU else devices.first(device_type)
         if ep:
-            return DevicePlan(ep, requested)
+            return DevicePlan(ep, requested, kind=device_type)
     what = " or ".join(t.value for t in order)
     why = " ".join(r for r in (devices.reason(t.value) for t in order) if r)
     reason = f"No usable {what}{where} on this machine: {why or 'none was found.'}"
@@ -136,3 +189,37 @@ def _cpu_instead(choice: DeviceChoice, requested: str, asked_ep: str, reason: st
     if choice.strict:
         raise DeviceUnavailableError(reason, _STRICT_HINT)
     return DevicePlan(CPU_EP, requested, asked_ep=asked_ep, fell_back=True, reason=reason)
+
+
+@dataclass(frozen=True)
+class DeviceForecast:
+    """Where a choice will run on the discovered devices, said before anything loads."""
+
+    plan: DevicePlan | None  # None: strict, and the device the choice means is not there
+    asked: DeviceType | None  # the device type the choice names (None: a policy over several, or an unknown EP)
+    missing: str = ""  # why that device is not there, in discovery's own words ("" when unknown or present)
+
+    @property
+    def falls_back(self) -> bool:
+        """The choice names a device that is missing: the CPU runs instead (or, strict, nothing does)."""
+        return self.plan is None or self.plan.fell_back
+
+    @property
+    def refused(self) -> bool:
+        """Strict, and the device is missing: loading fails."""
+        return self.plan is None
+
+
+def predict_device(choice: DeviceChoice, devices: Iterable[Device]) -> DeviceForecast | None:
+    """What `plan_device` will do with `choice` on these discovered devices (None before discovery)."""
+    found = tuple(devices)
+    if not found:
+        return None
+    usable = DeviceSet.from_devices(found)
+    asked = choice.wanted_type
+    missing = usable.reason(choice.ep or "") or (usable.reason(asked.value) if asked is not None else "")
+    try:
+        plan = plan_device(choice, usable)
+    except DeviceUnavailableError:
+        return DeviceForecast(None, asked, missing)
+    return DeviceForecast(plan, asked, missing if plan.fell_back else "")

@@ -4,12 +4,10 @@ to stop the others (one bad EP must not break discovery)."""
 
 from __future__ import annotations
 
-import importlib.metadata
 import logging
 import re
 import threading
 from dataclasses import dataclass
-from typing import Any
 
 from engines import runtime
 from engines.runtime.catalog import CatalogReport, ReadyState
@@ -139,16 +137,6 @@ def _register(ep: str, library: str, source: str, version: str) -> str:
     return ""
 
 
-def _module_version(module: Any, package: str) -> str:
-    version = str(getattr(module, "__version__", "") or "")
-    if version:
-        return version
-    try:
-        return importlib.metadata.version(package)
-    except importlib.metadata.PackageNotFoundError:
-        return ""
-
-
 def register_plugins(catalog: CatalogReport | None = None) -> tuple[PluginStatus, ...]:
     """Register every plugin EP that can be: ready catalog EPs first, then the bundled plugins for the
     EPs the catalog did not provide. Idempotent; never raises."""
@@ -178,7 +166,7 @@ def register_plugins(catalog: CatalogReport | None = None) -> tuple[PluginStatus
             if module is None:
                 statuses.append(PluginStatus(bundled.ep, bundled.package, installed=False, registered=False))
                 continue
-            version = _module_version(module, bundled.package)
+            version = runtime.package_version(module, bundled.package)
             try:
                 get_name = getattr(module, "get_ep_name", None)
                 ep = str(get_name()) if get_name is not None else bundled.ep

@@ -23,9 +23,9 @@ from engines.errors import ModelError, PlacementError
 from engines.models.safety import inspect_onnx
 from engines.runtime import cached_load, compiled_cache, failures
 from engines.runtime.compiled_cache import CacheOutcome, CompiledModelCache, StatusCallback
-from engines.runtime.devices import DML_EP, QNN_EP, DiscoveryReport, discover
+from engines.runtime.devices import DiscoveryReport, discover_for
 from engines.runtime.planning import DeviceSet, plan_device
-from engines.runtime.registration import qnn_backend_path
+from engines.runtime.registration import DML_EP, QNN_EP, qnn_backend_path
 from engines.types import CPU_EP, DeviceChoice, DeviceType, Placement, check_thread_count, short_ep_name
 
 log = logging.getLogger(__name__)
@@ -247,7 +247,7 @@ def create_session(
     from engines.runtime.fallback import HEALTH  # devices that failed earlier in this run are not planned again
 
     HEALTH.check(choice)
-    report = HEALTH.apply(report or discover())
+    report = HEALTH.apply(report or discover_for(choice))
     plan = plan_session(choice, settings, report)
     so = build_session_options(plan, settings)
     target = plan.target_eps[0] if plan.target_eps else ""

@@ -13,18 +13,22 @@ import numpy as np
 from PIL import Image, ImageOps
 
 from engines.errors import ImageError
-from engines.types import IMAGE_SUFFIXES
+from engines.photo_folders import walk_photos
 from engines.vision.images import Preprocess, crop_aspect, load_rgb, resize_and_crop, to_tensor
 
 
 def find_photos(folder: str | os.PathLike[str]) -> list[Path]:
+    """The photos of a calibration folder, walked as every photo folder is (engines/photo_folders.py)."""
     root = Path(folder)
     if not root.is_dir():
         raise ImageError(f"Calibration folder not found: {root}", "Give a folder of photos like the ones you classify.")
-    photos = sorted(p for p in root.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
-    if not photos:
+    walk = walk_photos([root])
+    for problem in walk.unreadable_folders():
+        raise ImageError(f"The calibration folder {root} cannot be read: {problem.detail}.",
+                         "Check its permissions, or give another folder.")  # fmt: skip
+    if not walk.photos:
         raise ImageError(f"No photos in {root}.", "Put a few JPEG or PNG photos there (10 or more is better).")
-    return photos
+    return [Path(p) for p in walk.photos]
 
 
 def views(img: Image.Image, spec: Preprocess, augment: bool) -> Iterator[tuple[str, np.ndarray]]:

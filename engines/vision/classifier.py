@@ -15,7 +15,7 @@ import numpy as np
 from engines import heap, runtime
 from engines.errors import CancelledError, InputContractError, ModelError
 from engines.models import trial
-from engines.models.manifest import read_manifest
+from engines.models.manifest import MANIFEST_NAME, Manifest, has_manifest, read_manifest
 from engines.models.paths import resolve_inside
 from engines.models.safety import inspect_onnx
 from engines.runtime.compiled_cache import CompiledModelCache, StatusCallback
@@ -81,10 +81,10 @@ class ClassifierSpec:
     @classmethod
     def from_folder(cls, folder: str | os.PathLike[str]) -> ClassifierSpec:
         root = Path(folder)
-        manifest, spec, pre = _classifier_section(root)
+        manifest, pre = _classifier_section(root)
         entry = manifest.model_entry()
         model_file, declared = entry.path, entry.size
-        labels_name = str(spec.get("labels", "labels.txt"))
+        labels_name = str(manifest.labels_file)
         model_path = resolve_inside(root, model_file, what=f"The manifest in {root}")
         # The labels are shown to the user: a manifest must not make NPU Studio read files elsewhere.
         labels_file = resolve_inside(root, labels_name, what=f"The labels file named by the manifest in {root}")
@@ -97,38 +97,36 @@ class ClassifierSpec:
             model_path=model_path,
             labels=read_labels(labels_file),
             preprocess=pre,
-            input_name=spec.get("input"),
-            output_name=spec.get("output"),
-            output_kind=str(spec.get("output_kind", "logits")),
-            name=manifest.name,
+            input_name=manifest.input_name,
+            output_name=manifest.output_name,
+            output_kind=manifest.output_kind,
+            name=manifest.model_name,
             quantized=manifest.quantized,
             declared_bytes=declared_bytes,
         )
 
 
-def _classifier_section(root: Path) -> tuple[Any, Any, Preprocess]:
-    """The folder's manifest, its classifier section and the preprocessing it describes."""
-    if not (root / "manifest.json").is_file():
+def _classifier_section(root: Path) -> tuple[Manifest, Preprocess]:
+    """The folder's manifest and the preprocessing its classifier section describes."""
+    if not has_manifest(root):
         raise ModelError(
-            f"{root} has no manifest.json.", "Import the classifier so NPU Studio knows its inputs and labels."
+            f"{root} has no {MANIFEST_NAME}.", "Import the classifier so NPU Studio knows its inputs and labels."
         )
     manifest = read_manifest(root, require_schema=False)
     spec = manifest.classifier
     if spec is None:
-        raw = manifest.data.get("classifier")
-        problem = "it has no classifier section" if raw is None else (
-            f"its classifier section is a {type(raw).__name__}, not an object")  # fmt: skip
-        raise ModelError(f"The manifest in {root} is not valid: {problem}.", "Re-import or rebuild the model.")
+        raise ModelError(f"The manifest in {root} is not valid: {manifest.classifier_problem()}.",
+                         "Re-import or rebuild the model.")  # fmt: skip
     try:
         pre = Preprocess.from_manifest(dict(spec))
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ModelError(f"The manifest in {root} is not valid: {exc}", "Re-import or rebuild the model.") from exc
-    return manifest, spec, pre
+    return manifest, pre
 
 
 def read_preprocess(folder: str | os.PathLike[str]) -> Preprocess:
     """How the classifier in `folder` wants its photos (its manifest only: nothing else is read)."""
-    return _classifier_section(Path(folder))[2]
+    return _classifier_section(Path(folder))[1]
 
 
 def read_labels(path: Path) -> tuple[str, ...]:

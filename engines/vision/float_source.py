@@ -6,14 +6,14 @@ batch of 1, the input's name and size, the opset), read with the `onnx` package.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engines import runtime
 from engines.errors import ModelError, StudioError
 from engines.models.library import suggest_name
-from engines.models.manifest import MANIFEST_NAME, load_manifest
+from engines.models.manifest import Manifest, has_manifest, read_manifest
 from engines.models.paths import resolve_inside
 from engines.models.safety import inspect_onnx
 from engines.vision.images import Preprocess
@@ -28,7 +28,7 @@ class FloatSource:
     model_path: Path
     preprocess: Preprocess
     labels: tuple[str, ...]
-    manifest: Mapping[str, Any]
+    manifest: Manifest | None  # None for a bare .onnx file
     labels_path: Path | None
     name: str
 
@@ -40,47 +40,45 @@ class FloatSource:
         if path.is_file():
             if path.suffix.lower() != ".onnx":
                 raise ModelError(f"{path.name} is not an ONNX model.", "Give a model folder or an .onnx file.")
-            if (path.parent / MANIFEST_NAME).is_file():
+            if has_manifest(path.parent):
                 return cls._from_folder(path.parent, path)
             inspect_onnx(path)  # its external data stays next to it, no custom-op libraries
-            return cls(path, Preprocess(), (), {}, None, suggest_name(path.stem))
+            return cls(path, Preprocess(), (), None, None, suggest_name(path.stem))
         raise ModelError(f"Model not found: {path}", "Give a model folder (with manifest.json) or an .onnx file.")
 
     @classmethod
     def _from_folder(cls, folder: Path, model: Path | None = None) -> FloatSource:
-        manifest = load_manifest(folder)
-        spec = manifest.get("classifier")
-        if not isinstance(spec, dict):
+        manifest = read_manifest(folder)
+        spec = manifest.classifier
+        if spec is None:
             raise ModelError(
                 f"{folder} is not an image classifier (its manifest has no 'classifier' section).",
                 "Quantization here is for image classifiers.",
             )
-        if str(manifest.get("precision", "fp32")).startswith("qdq"):
+        if manifest.precision.startswith("qdq"):
             raise ModelError(f"{folder.name} is already a quantized (QDQ) model.", "Quantize the float model instead.")
         try:
-            pre = Preprocess.from_manifest(spec)
+            pre = Preprocess.from_manifest(dict(spec))
         except ValueError as exc:
             raise ModelError(f"The manifest in {folder} is not valid: {exc}", "Rebuild the model.") from exc
         # Every file the manifest names is read (and the labels copied into the new model): each must be
         # inside the folder, and the model's own external data too, before anything loads it.
         if model is None:
-            entries = [f for f in manifest["files"] if isinstance(f, Mapping)]
-            onnx_files = [f.get("path") for f in entries if str(f.get("path", "")).endswith(".onnx")]
+            onnx_files = [f.path for f in manifest.files if f.path.endswith(".onnx")]
             model = resolve_inside(
                 folder, onnx_files[0] if onnx_files else MODEL_NAME, what=f"The manifest in {folder}", must_exist=True
             )
         elif not model.is_file():
             raise ModelError(f"{model} is missing.", "Rebuild or re-import the model.")
         inspect_onnx(model)
-        named = spec.get("labels")
         labels_path = resolve_inside(
-            folder, "labels.txt" if named is None else named, what=f"The labels file named by the manifest in {folder}"
+            folder, manifest.labels_file, what=f"The labels file named by the manifest in {folder}"
         )
         labels: tuple[str, ...] = ()
         if labels_path.is_file():
             labels = tuple(s.strip() for s in labels_path.read_text(encoding="utf-8").splitlines() if s.strip())
         # The name becomes the default output folder's name: a manifest cannot choose a path with it.
-        name = suggest_name(str(manifest.get("name") or folder.name))
+        name = suggest_name(manifest.model_name)
         return cls(model, pre, labels, manifest, labels_path if labels else None, name)
 
     def label(self, index: int) -> str:
@@ -102,7 +100,8 @@ def fix_batch_dimension(source: Path, target: Path) -> str:
     """Copy `source` to `target` with the batch dimension of every input fixed to 1 (QNN needs static
     shapes). Returns the image input's name."""
     onnx = require_onnx()
-    from onnxruntime.tools.onnx_model_utils import fix_output_shapes, make_dim_param_fixed
+    model_utils = runtime.load("onnxruntime.tools.onnx_model_utils")
+    fix_output_shapes, make_dim_param_fixed = model_utils.fix_output_shapes, model_utils.make_dim_param_fixed
 
     try:
         model = onnx.load(str(source))

@@ -5,6 +5,7 @@ it agrees with the float model), and the swap that puts a finished folder into p
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import os
 import shutil
@@ -12,8 +13,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from engines import names, workdirs
 from engines.errors import ModelError
-from engines.models.manifest import SCHEMA_VERSION, file_entry, sha256_file, write_manifest
+from engines.models.manifest import MANIFEST_NAME, SCHEMA_VERSION, file_entry, has_manifest, sha256_file, write_manifest
+from engines.models.paths import is_within
 from engines.vision.float_source import MODEL_NAME, FloatSource, model_input_name, model_opset
 
 if TYPE_CHECKING:
@@ -22,24 +25,34 @@ if TYPE_CHECKING:
 
 def default_output(source: FloatSource) -> Path:
     folder = source.model_path.parent
-    if source.manifest:
+    if source.manifest is not None:
         return folder.parent / f"{folder.name}-qdq"
     return folder / f"{source.model_path.stem}-qdq"
 
 
 def check_output(out: Path, source_folder: Path, force: bool, *, folder: bool) -> None:
     """The output folder is replaced as a whole: it must not be, hold or sit inside the source model, and
-    --force replaces only a model folder (one with a manifest) or an empty folder, never other files."""
+    --force replaces only a model folder (one with a manifest) or an empty folder, never other files. Its
+    name follows the rules of every platform (engines/names.py)."""
+    problem = names.name_problem(out.name, "output folder name") or names.path_length_problem(
+        out / MODEL_NAME, "output model path")
+    with contextlib.suppress(OSError):
+        other = names.case_collision(out.name, [p.name for p in out.parent.iterdir()])
+        if other and not problem:
+            problem = (f"'{out.name}' differs from {out.parent / other} only in case; on Windows and macOS they "
+                       "would be one folder")
+    if problem:
+        raise ModelError(f"{problem}.", "Choose another --out folder.")
     target, source = out.resolve(), source_folder.resolve()
     if target == source:
         raise ModelError("The output folder is the model's own folder.", "Choose another --out folder.")
-    if target in source.parents:
+    if is_within(source, target):
         raise ModelError(
             f"The output folder {out} contains the source model ({source_folder}); replacing it would delete "
             "the source.",
             "Choose an --out folder outside the model's folder, e.g. next to it.",
         )
-    if folder and source in target.parents:  # (a bare .onnx file's folder is not a model folder)
+    if folder and is_within(target, source):  # (a bare .onnx file's folder is not a model folder)
         raise ModelError(f"The output folder {out} is inside the source model's folder.",
                          "Choose an --out folder outside the model's folder, e.g. next to it.")
     if not out.exists() and not out.is_symlink():
@@ -48,9 +61,9 @@ def check_output(out: Path, source_folder: Path, force: bool, *, folder: bool) -
         raise ModelError(f"{out} already exists.", "Use --force to replace it, or choose another --out folder.")
     if out.is_symlink() or not out.is_dir():
         raise ModelError(f"{out} is not a folder; --force replaces only a model folder.", "Choose another --out.")
-    if not (out / "manifest.json").is_file() and any(out.iterdir()):
+    if not has_manifest(out) and any(out.iterdir()):
         raise ModelError(
-            f"{out} is not a model folder (no manifest.json) and is not empty; --force replaces only a model folder.",
+            f"{out} is not a model folder (no {MANIFEST_NAME}) and is not empty; --force replaces only a model folder.",
             "Choose a new or empty --out folder.",
         )
 
@@ -69,7 +82,8 @@ def write_folder(
     if source.labels_path is not None:
         shutil.copyfile(source.labels_path, staged / source.labels_path.name)
         files.append(source.labels_path.name)
-    classifier = dict(source.manifest.get("classifier", {}))
+    original = source.manifest
+    classifier = dict(original.classifier or {}) if original is not None else {}
     if not classifier:
         pre = source.preprocess
         classifier = {
@@ -84,15 +98,15 @@ def write_folder(
         }
     classifier["input"] = model_input_name(staged / MODEL_NAME)
     classifier["batch"] = [1, 1]
-    display = str(source.manifest.get("display_name", source.name))
+    display = (original.display_name if original is not None else "") or source.name
     a, w = report.options.activations, report.options.weights
     manifest: dict[str, Any] = {
         "schema": SCHEMA_VERSION,
         "name": name,
         "display_name": f"{display}, QDQ for the NPU ({a} activations, {w} weights)",
-        "kind": str(source.manifest.get("kind", "image-classifier")),
-        "licence": source.manifest.get("licence", ""),
-        "licence_notes": source.manifest.get("licence_notes", ""),
+        "kind": (original.kind if original is not None else "") or "image-classifier",
+        "licence": original.licence if original is not None else "",
+        "licence_notes": original.licence_notes if original is not None else "",
         "source": {
             "derived_from": source.name,
             "float_model_sha256": sha256_file(source.model_path),
@@ -131,7 +145,7 @@ def replace_folder(staged: Path, out: Path) -> None:
     """Move the finished folder into place; an existing one (with --force) is swapped out, then removed."""
     old: Path | None = None
     if out.exists():
-        old = out.with_name(f".{out.name}.old-p{os.getpid()}-swap")  # named so that workdirs.sweep finds it
+        old = out.with_name(workdirs.name(f".{out.name}.old-"))  # named so that workdirs.sweep finds it
         shutil.rmtree(old, ignore_errors=True)
         os.replace(out, old)
     os.replace(staged, out)

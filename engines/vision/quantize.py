@@ -164,10 +164,13 @@ def quantize_model(
 ) -> list[str]:
     """QNN-oriented QDQ quantization of a static-shape float model. Returns the quantizer's warnings."""
     require_onnx()
-    from onnxruntime.quantization import CalibrationDataReader, QuantType, quantize
-    from onnxruntime.quantization.execution_providers.qnn import get_qnn_qdq_config
+    quantization = runtime.load("onnxruntime.quantization")
+    CalibrationDataReader, QuantType, quantize = (
+        quantization.CalibrationDataReader, quantization.QuantType, quantization.quantize
+    )
+    get_qnn_qdq_config = runtime.load("onnxruntime.quantization.execution_providers.qnn").get_qnn_qdq_config
 
-    class _Reader(PhotoReader, CalibrationDataReader):
+    class _Reader(PhotoReader, CalibrationDataReader):  # type: ignore[misc,valid-type]
         pass
 
     reader = _Reader(input_name, tensors)
@@ -269,9 +272,9 @@ def quantize_classifier(
     say = on_progress or (lambda text: None)
     float_source = FloatSource.open(source)
     out = Path(out_dir) if out_dir is not None else default_output(float_source)
-    check_output(out, float_source.model_path.parent, options.force, folder=bool(float_source.manifest))
+    check_output(out, float_source.model_path.parent, options.force, folder=float_source.manifest is not None)
     spec = float_source.preprocess
-    if not float_source.manifest:
+    if float_source.manifest is None:
         size = model_input_size(float_source.model_path)
         if size is not None:
             spec = Preprocess(input_size=size, resize_shorter=round(max(size) * 256 / 224))
@@ -279,13 +282,13 @@ def quantize_classifier(
     photos = find_photos(calibration_dir)
     say(f"Preparing {len(photos)} calibration photos…")
     all_views, centre, notes = calibration_set(photos, spec, options.augment)
-    if float_source.manifest == {}:
+    if float_source.manifest is None:
         notes.append(
             "No manifest next to the model: preprocessing assumed (resize, centre crop, (x - 127) / 128, NCHW RGB)."
         )
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        workdirs.sweep(out.parent, (f".{out.name}.",))  # left by a quantize that was killed
+        workdirs.sweep(out.parent, (f".{out.name}.",))  # left by a quantize that was killed (any --out folder)
         work = workdirs.make(out.parent, f".{out.name}.")
     except OSError as exc:
         raise StorageError(
@@ -329,7 +332,7 @@ def _evaluate(
     float_session = _cpu_session(source.model_path)
     qdq_session = _cpu_session(staged / MODEL_NAME)
     float_input = float_session.get_inputs()[0].name
-    probabilities = str(source.manifest.get("classifier", {}).get("output_kind", "logits")) == "probabilities"
+    probabilities = source.manifest is not None and source.manifest.output_kind == "probabilities"
     photos = []
     for name, tensor in centre:
         fi, fp = _top1(float_session, float_input, tensor, probabilities)

@@ -8,6 +8,7 @@ EP supports, how ONNX Runtime partitions nodes over the providers in precedence 
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -262,3 +263,12 @@ def plain_linux(**overrides: Any) -> FakeOrt:
     params: dict[str, Any] = {"providers": ("AzureExecutionProvider", CPU), "ep_devices": (cpu,)}
     params.update(overrides)
     return FakeOrt(**params)
+
+
+# Every kind of machine the device tests plan for: no accelerator, an NPU, a GPU, both.
+MACHINES: dict[str, Callable[[], FakeOrt]] = {
+    "cpu only": plain_linux,
+    "snapdragon (npu)": snapdragon,
+    "directml (gpu)": directml_laptop,
+    "npu and gpu": lambda: snapdragon(providers=(DML, CPU), supported_ops={CPU: None, QNN: None, DML: None}),
+}

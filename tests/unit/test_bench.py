@@ -16,10 +16,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app import bench_history
-from app.bench_history import BenchHistory
 from app.cli import run as cli
 from app.commands.bench import ProgressBar
+from app.storage import bench_history
+from app.storage.bench_history import BenchHistory
 from engines.bench.data import BenchConfig, BenchProgress, BenchRun, parse_devices
 from engines.bench.export import CSV_COLUMNS, csv_text
 from engines.bench.genai import RawGenaiLoop, chat_numbers, lockstep_answer

@@ -15,7 +15,7 @@ SAMPLES = Path(__file__).resolve().parents[2] / "assets" / "samples"
 
 
 def _rss_mb() -> float:
-    from app.memory import release_free_memory
+    from engines.memory import release_free_memory
 
     release_free_memory()
     psutil = pytest.importorskip("psutil")

@@ -12,7 +12,7 @@ from PIL import Image
 
 from app.cli import run
 from engines import runtime
-from engines.runtime import devices
+from engines.runtime import registration
 from engines.runtime.fallback import HEALTH
 from tests.unit.fake_ort import directml_laptop, snapdragon
 from tests.unit.tiny_models import colour_library_with_qdq
@@ -24,7 +24,7 @@ def library(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setenv("NPU_STUDIO_BUNDLED_MODELS", str(root))
     yield root
     runtime.use_fake(None)
-    devices.reset_registrations()
+    registration.reset_registrations()
     HEALTH.reset()
 
 
@@ -49,7 +49,7 @@ def test_npu_choice_on_a_machine_with_an_npu_loads_the_qdq_variant(
     monkeypatch.setattr("engines.vision.classifier.check_contract", _fake_contract)
     monkeypatch.setattr("engines.vision.classifier.IOBINDING_EPS", set())
     runtime.use_fake(fake)
-    devices.reset_registrations()
+    registration.reset_registrations()
     code = run(["classify", str(_photo(tmp_path)), "--device", "npu", "--model", "colours", "--json"])
     out = json.loads(capsys.readouterr().out)
     assert code == 0

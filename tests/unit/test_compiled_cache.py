@@ -18,7 +18,7 @@ import onnx
 import pytest
 
 from engines.errors import SessionCreationError
-from engines.runtime import devices
+from engines.runtime import registration
 from engines.runtime.compiled_cache import (
     CONTEXT_MODEL_NAME,
     SIDECAR_NAME,
@@ -304,7 +304,7 @@ def _tiny_onnx(path: Path) -> Path:
 
 
 def test_real_cpu_needs_no_cache_and_writes_nothing(tmp_path: Path, cache: CompiledModelCache) -> None:
-    devices.reset_registrations()
+    registration.reset_registrations()
     model = _tiny_onnx(tmp_path / "tiny.onnx")
     verified = create_session(model, DeviceChoice.parse("cpu"), cache=cache)
     out = verified.session.run(None, {"x": np.array([[-1.0, 2.0, -3.0, 4.0]], dtype=np.float32)})[0]

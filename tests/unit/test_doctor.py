@@ -14,16 +14,9 @@ import onnxruntime as ort
 import pytest
 
 from engines import doctor_report
-from engines.doctor import (
-    PROBE_MODEL,
-    DoctorReport,
-    Step,
-    probe_input,
-    probe_reference,
-    run_doctor,
-    write_outputs,
-)
-from engines.runtime import devices
+from engines.doctor import PROBE_MODEL, probe_input, probe_reference, run_doctor
+from engines.doctor_report import DoctorReport, Step, write_outputs
+from engines.runtime import devices, registration
 from engines.types import DeviceChoice
 
 QNN = "QNNExecutionProvider"
@@ -64,7 +57,7 @@ def test_the_embedded_probe_model_is_the_documented_one_and_numpy_agrees_with_it
 
 
 def test_on_this_machine_the_cpu_passes_and_the_npu_and_gpu_are_reported_unavailable(tmp_path: Path) -> None:
-    devices.reset_registrations()
+    registration.reset_registrations()
     chat_calls: list[DeviceChoice] = []
 
     def chat(folder: Path, choice: DeviceChoice, tokens: int) -> Step:
@@ -265,7 +258,7 @@ def test_a_device_that_gives_wrong_answers_fails_the_probe(machine: Any, tmp_pat
 
 
 def test_a_crashing_chat_probe_does_not_stop_the_doctor(tmp_path: Path) -> None:
-    devices.reset_registrations()
+    registration.reset_registrations()
 
     def chat(folder: Path, choice: DeviceChoice, tokens: int) -> Step:
         raise RuntimeError("QNN execution provider is not supported in this build.")
@@ -284,7 +277,7 @@ def test_the_cli_writes_report_json_and_zip(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setenv("NPU_STUDIO_BUNDLED_MODELS", str(tmp_path / "no-models"))
     (paths.log_dir() / "npu-studio.log").write_text("a log line\n")
     (paths.config_dir() / "settings.json").write_text("{}")
-    devices.reset_registrations()
+    registration.reset_registrations()
 
     assert run(["doctor", "--out", str(tmp_path / "report"), "--json"]) == 0
 

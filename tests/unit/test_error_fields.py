@@ -4,15 +4,17 @@ is explained, kept through the fallback, and intact after the trip across the ch
 from __future__ import annotations
 
 import multiprocessing
+import pickle
 from pathlib import Path
 
 import pytest
 
-from app.chat_process import error_from_payload, error_payload
-from engines.chat.conversation import ChatOptions, GenerationFailedError
+from engines.chat.conversation import GenerationFailedError
 from engines.chat.loaded import ChatModel
 from engines.chat.model import genai, use_fake_genai
-from engines.errors import DeviceUnavailableError, GenerationError, ModelError, StudioError
+from engines.chat.requests import Failed
+from engines.chat.types import ChatOptions
+from engines.errors import DeviceUnavailableError, GenerationError, ModelError, StudioError, error_from_dict
 from engines.runtime.failures import diagnose
 from engines.runtime.fallback import HEALTH, note_failure
 from engines.types import DeviceChoice
@@ -33,10 +35,10 @@ def test_diagnose_sets_real_fields() -> None:
 def test_the_fields_survive_the_pipe_with_their_class() -> None:
     sent = diagnose(RuntimeError("QNN error 1002: QNN_COMMON_ERROR_MEM_ALLOC"), "QNNExecutionProvider").error
     parent, child = multiprocessing.Pipe()
-    child.send(("failed", error_payload(sent)))  # pickled, as the chat child process sends it
-    kind, payload = parent.recv()
-    got = error_from_payload(payload)
-    assert kind == "failed" and type(got) is DeviceUnavailableError
+    child.send(Failed(sent, "the answer so far"))  # pickled, as the chat engine child sends it
+    event = parent.recv()
+    got = event.error
+    assert isinstance(event, Failed) and event.partial == "the answer so far" and type(got) is DeviceUnavailableError
     assert got.as_dict() == sent.as_dict()
     assert (got.failure_code, got.device_failure, got.device_lost) == ("QNN 1002", True, False)
 
@@ -44,9 +46,9 @@ def test_the_fields_survive_the_pipe_with_their_class() -> None:
 def test_an_error_class_outside_engines_errors_arrives_as_its_nearest_base() -> None:
     error = GenerationFailedError("Generation failed: x", "hint", "partial", stats=None)  # type: ignore[arg-type]
     error.with_diagnosis(diagnose(RuntimeError(REMOVED), DML).error)
-    got = error_from_payload(error_payload(error))
+    got = pickle.loads(pickle.dumps(Failed(error))).error
     assert type(got) is GenerationError and got.device_lost and got.failure_code == "0x887A0005"
-    assert type(error_from_payload({"type": "os.system", "message": "m"})) is StudioError
+    assert type(error_from_dict({"type": "os.system", "message": "m"})) is StudioError
 
 
 def test_note_failure_marks_only_device_failures() -> None:

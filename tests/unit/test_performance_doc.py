@@ -52,3 +52,47 @@ def test_record_refuses_a_run_that_lacks_or_adds_a_figure(tmp_path, monkeypatch:
     text = (tmp_path / "PERFORMANCE.md").read_text(encoding="utf-8")
     assert "| all processes RSS | MB | 1.0 |" in text
     assert "`python tests/bench/bench_memory.py --record`" in text
+
+
+def test_every_benchmark_prints_the_versions_it_runs_with() -> None:
+    scripts = sorted(perf_report.REPO.glob("tests/bench/bench_*.py"))
+    assert len(scripts) >= 10
+    missing = [p.name for p in scripts if "environment.banner()" not in p.read_text(encoding="utf-8")]
+    assert missing == [], "these benchmarks do not say which package versions they measured"
+
+
+def test_a_recorded_run_carries_its_package_versions(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.bench import environment
+
+    monkeypatch.setattr(perf_report, "DOC", tmp_path / "PERFORMANCE.md")
+    monkeypatch.setattr(perf_report, "DATA", tmp_path / "performance.json")
+    snapshot = {
+        "python": "3.11.7", "packages": {"onnxruntime": "1.32.0", "ml-dtypes": "0.7.0"}, "lock": "linux.txt",
+        "matches_lock": False, "differences": ["ml-dtypes is 0.7.0, the lock has 0.6.0"],
+    }  # fmt: skip
+    monkeypatch.setattr(environment, "snapshot", lambda: snapshot)
+    perf_report.record("memory", {f.key: 1.0 for f in BENCHMARKS["memory"].figures}, "cmd")
+    data = perf_report.load()
+    assert data["memory"]["environment"] == snapshot
+    text = (tmp_path / "PERFORMANCE.md").read_text(encoding="utf-8")
+    assert "Package versions: Python 3.11.7, onnxruntime 1.32.0, ml-dtypes 0.7.0; **not the locked set** " \
+        "(ml-dtypes is 0.7.0, the lock has 0.6.0)." in text
+
+
+def test_the_banner_warns_when_the_environment_is_not_the_lock(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    from installer import lockfile
+    from tests.bench import environment
+
+    lock = lockfile.running_lock()
+    if lock is None:
+        pytest.skip("no lock for this platform")
+    main, no_deps = lockfile.read_lock(lock)
+    exact = {p.name: p.version for p in [*main, *no_deps]}
+    monkeypatch.setattr(lockfile, "installed_versions", lambda: dict(exact))
+    assert environment.banner()["matches_lock"]
+    assert "WARNING" not in capsys.readouterr().out
+    monkeypatch.setattr(lockfile, "installed_versions", lambda: {**exact, "numpy": "1.0.0"})
+    snap = environment.banner()
+    out = capsys.readouterr().out
+    assert not snap["matches_lock"] and "WARNING: this environment is not the locked one" in out
+    assert f"numpy is 1.0.0, the lock has {exact['numpy']}" in out

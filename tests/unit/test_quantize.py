@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 from PIL import Image
 
 from engines.errors import ImageError, ModelError, StudioError
-from engines.models.manifest import load_manifest, verify_files
+from engines.models.manifest import read_manifest, verify_files
 from engines.models.variants import resolve_variant
 from engines.types import DeviceChoice
 from engines.vision.float_source import fix_batch_dimension
@@ -127,15 +127,17 @@ def test_quantize_writes_a_qdq_folder_that_agrees_with_the_float_model(tmp_path:
     out = tmp_path / "models" / "tiny-qdq"
     assert report.folder == out
     assert sorted(p.name for p in out.iterdir()) == ["labels.txt", "manifest.json", "model.onnx"]
-    manifest = load_manifest(out)
-    assert verify_files(out, manifest) == []
-    assert manifest["precision"] == "qdq-a16w8" and manifest["devices"] == ["npu"]
-    assert manifest["source"]["derived_from"] == "tiny"
-    assert manifest["classifier"]["batch"] == [1, 1] and manifest["classifier"]["input_size"] == [SIZE, SIZE]
-    assert manifest["quantization"]["per_channel"] is True
-    assert manifest["quantization"]["calibration_samples"] == 6 * 7, "each photo plus 6 flipped/cropped views"
-    assert manifest["verification"]["top1_agreement_with_float"] == {"agree": report.agree, "total": 6}
-    assert manifest["opset"] >= 21, "16-bit QDQ needs opset 21"
+    manifest = read_manifest(out)
+    assert verify_files(manifest) == []
+    assert manifest.precision == "qdq-a16w8" and manifest.devices == ("npu",) and manifest.activation_bits == 16
+    assert manifest.derived_from == "tiny"
+    assert manifest.classifier is not None
+    assert manifest.classifier["batch"] == [1, 1] and manifest.classifier["input_size"] == [SIZE, SIZE]
+    assert manifest.quantization["per_channel"] is True
+    assert manifest.quantization["calibration_samples"] == 6 * 7, "each photo plus 6 flipped/cropped views"
+    assert manifest.verification["top1_agreement_with_float"] == {"agree": report.agree, "total": 6}
+    assert manifest.top1_agreement == report.agree / 6
+    assert manifest.document["opset"] >= 21, "16-bit QDQ needs opset 21"
     assert progress and progress[0].startswith("Preparing 6 calibration photos")
 
     model = quantized_ops(out / "model.onnx")
@@ -178,8 +180,9 @@ def test_uint8_activations_and_int8_weights(tmp_path: Path, photos: Path) -> Non
     source = model_folder(tmp_path)
     options = QuantizeOptions(activations="uint8", weights="int8", augment=False, latency_runs=1)
     report = quantize_classifier(source, photos, tmp_path / "out", options)
-    manifest = load_manifest(tmp_path / "out")
-    assert manifest["precision"] == "qdq-a8w8" and manifest["quantization"]["weights"] == "int8"
+    manifest = read_manifest(tmp_path / "out")
+    assert manifest.precision == "qdq-a8w8" and manifest.quantization["weights"] == "int8"
+    assert manifest.activation_bits == 8
     assert report.calibration_samples == 6
     model = quantized_ops(tmp_path / "out" / "model.onnx")
     inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
@@ -197,9 +200,9 @@ def test_a_bare_onnx_file_is_quantized_with_preprocessing_from_its_input_shape(t
     conv_classifier(model / "net.onnx")
     report = quantize_classifier(model / "net.onnx", photos, None, QuantizeOptions(augment=False, latency_runs=1))
     assert report.folder == model / "net-qdq"
-    manifest = load_manifest(report.folder)
-    assert manifest["classifier"]["input_size"] == [SIZE, SIZE]
-    assert manifest["name"] == "net-qdq" and manifest["source"]["derived_from"] == "net"
+    manifest = read_manifest(report.folder)
+    assert manifest.classifier is not None and manifest.classifier["input_size"] == [SIZE, SIZE]
+    assert manifest.name == "net-qdq" and manifest.derived_from == "net"
     assert any("No manifest next to the model" in n for n in report.notes)
     assert report.photos[0].float_top1.startswith("class ")
 
@@ -285,8 +288,7 @@ def test_an_npu_choice_prefers_the_qdq_variant(tmp_path: Path) -> None:
     assert resolve_variant(float_model, DeviceChoice.parse("npu", strict=True), bundled) == a8, "found in its root"
     for other in ("cpu", "gpu", "dml", "performance"):
         assert resolve_variant(float_model, DeviceChoice.parse(other), roots) == float_model
-    assert resolve_variant(float_model, DeviceChoice.parse("auto"), roots) == float_model
-    assert resolve_variant(float_model, DeviceChoice.parse("auto"), roots, npu_available=True) == a16
+    assert resolve_variant(float_model, DeviceChoice.parse("auto"), roots) == float_model, "the planner's call"
     assert resolve_variant(a8, DeviceChoice.parse("npu"), roots) == a8, "a QDQ model is used as given"
     assert resolve_variant(tmp_path / "no-manifest", DeviceChoice.parse("npu"), roots) == tmp_path / "no-manifest"
 

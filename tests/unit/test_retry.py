@@ -231,3 +231,24 @@ def test_a_policy_choice_resolves_to_its_device_when_opening_fails() -> None:
     )
     assert runner.run(lambda s: s.run(1)) == (CPU_EP, 1)
     assert offers[0].failed_ep == DML and health.is_failed(DML)
+
+
+def test_an_automatic_choice_that_cannot_open_names_the_device_the_planner_picked() -> None:
+    health = DeviceHealth()
+
+    def factory(choice: DeviceChoice) -> FakeSession:
+        if choice.ep is None:  # automatic: the planner's first usable device, the NPU here, is lost
+            raise RuntimeError(QNN_DEVICE)
+        return FakeSession(choice.ep)
+
+    offers: list[FallbackOffer] = []
+    runner = FallbackRunner(
+        factory,
+        DeviceChoice(policy=Policy.AUTO),
+        report=machine(QNN, DML, CPU_EP),
+        health=health,
+        ask=lambda o: offers.append(o) or accept_first(o),
+    )
+    assert runner.run(lambda s: s.run(1)) == (DML, 1), "the next device in the planner's ranking"
+    assert offers[0].failed_ep == QNN and health.is_failed(QNN)
+    assert [c.ep for c in offers[0].alternatives] == [DML, None], "the GPU, then the CPU"

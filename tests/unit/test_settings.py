@@ -13,15 +13,16 @@ from typing import Any
 
 import pytest
 
-from app import settings as settings_mod
-from app.settings import (
+from app.storage import settings as settings_mod
+from app.storage.settings import (
     SETTINGS_FILE_NAME,
-    VALIDATORS,
     Settings,
     load_settings,
     save_settings,
     settings_path,
 )
+from app.storage.settings_schema import SCHEMA
+from engines import shared_files
 from engines.errors import StorageError
 from tests.fixtures.crashes import KILL_BEFORE_SETTINGS_REPLACE, KILL_MID_SETTINGS_WRITE, run_child
 
@@ -48,12 +49,16 @@ def _custom() -> Settings:
         classifier="my-model",
         chat_model="other-llm",
         system_prompt="Réponds en français 🇫🇷\nTwo lines.",
-        chat_options={"temperature": 0.7, "max_length": 512, "do_sample": True},
+        chat_options={"temperature": 0.7, "max_new_tokens": 512, "do_sample": True},
         top_k=3,
         allow_downloads=True,
         last_open_dir="/home/ü/Pictures",
         chat_enter_sends=False,
         last_conversation=42,
+        serve_on_start=True,
+        serve_port=0,
+        serve_api_key="k3y",
+        model_folders=["D:\\models", "/srv/onnx models"],
     )
 
 
@@ -90,13 +95,13 @@ def test_file_is_readable_json_with_a_schema_version() -> None:
     assert "🇫🇷" in settings_path().read_text(encoding="utf-8")  # stored as text, not \u escapes
 
 
-def test_every_field_has_a_validator() -> None:
-    assert set(VALIDATORS) == {f.name for f in dataclasses.fields(Settings)}
+def test_every_field_has_a_rule_in_the_one_schema() -> None:
+    assert set(SCHEMA) == {f.name for f in dataclasses.fields(Settings)}
 
 
-def test_defaults_pass_their_own_validators() -> None:
+def test_defaults_pass_their_own_rules() -> None:
     for f in dataclasses.fields(Settings):
-        assert VALIDATORS[f.name](getattr(Settings(), f.name)), f.name
+        assert SCHEMA[f.name].problem(getattr(Settings(), f.name)) == "", f.name
 
 
 def test_chat_options_default_is_not_shared() -> None:
@@ -178,21 +183,37 @@ def test_unknown_keys_are_ignored_silently() -> None:
         ("top_k", 10**9),
         ("allow_downloads", "false"),
         ("last_open_dir", None),
+        ("model_folders", "D:\\models"),
+        ("model_folders", ["ok", 3]),
+        ("model_folders", ["", "x"]),
+        ("model_folders", ["a\u0000b"]),
+        ("model_folders", [f"/m{i}" for i in range(51)]),
     ],
 )
-def test_wrong_value_resets_only_that_key(key: str, bad: Any) -> None:
+def test_wrong_value_is_named_ignored_and_kept_in_the_file(key: str, bad: Any) -> None:
     path = settings_path()
     good = dataclasses.asdict(_custom())
     good[key] = bad
     path.write_text(json.dumps(good), encoding="utf-8")
+    before = path.read_bytes()
     settings, notice = load_settings()
-    assert notice is not None and key in notice and "reset" in notice
+    assert notice is not None and f"{key}: " in notice and "ignored" in notice
+    assert repr(bad) not in notice.split(":", 1)[1] or isinstance(bad, bool | int)  # the value is not echoed
     assert getattr(settings, key) == getattr(Settings(), key)
     for f in dataclasses.fields(Settings):
         if f.name != key:
             assert getattr(settings, f.name) == getattr(_custom(), f.name), f.name
+    assert path.read_bytes() == before and _backups(path) == []  # reading changes nothing
+    # a save of another setting keeps the bad value as the user wrote it
+    other = "theme" if key != "theme" else "top_k"
+    changed = dataclasses.replace(settings, **{other: "light" if other == "theme" else 9})
+    save_settings(changed, since=settings)
+    assert json.loads(path.read_text(encoding="utf-8"))[key] == bad and _backups(path) == []
+    # a save that replaces it keeps a copy of the old file first
+    save_settings(changed)
     backups = _backups(path)
     assert len(backups) == 1 and json.loads(backups[0].read_text(encoding="utf-8"))[key] == bad
+    assert load_settings() == (changed, None)
 
 
 def test_bad_chat_option_entries_are_dropped_and_good_ones_kept() -> None:
@@ -260,7 +281,7 @@ def test_damaged_file_that_cannot_be_moved_still_starts(monkeypatch: pytest.Monk
     def refuse(*_args: object) -> None:
         raise OSError(errno.EROFS, "Read-only file system")
 
-    monkeypatch.setattr(settings_mod.os, "replace", refuse)
+    monkeypatch.setattr(os, "replace", refuse)
     settings, notice = load_settings()
     assert settings == Settings()
     assert notice is not None and "could not be set aside" in notice
@@ -289,8 +310,8 @@ def test_save_writes_through_a_fsynced_tmp_file_in_the_same_folder(monkeypatch: 
         assert json.loads(Path(src).read_text(encoding="utf-8"))["theme"] == "dark"
         real_replace(src, dst)
 
-    monkeypatch.setattr(settings_mod.os, "fsync", fsync)
-    monkeypatch.setattr(settings_mod.os, "replace", replace)
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
     save_settings(Settings(theme="dark"))
     kinds = [kind for kind, _ in calls]
     assert kinds.index("fsync") < kinds.index("replace")
@@ -358,11 +379,11 @@ def _inject(patch: pytest.MonkeyPatch, where: str, exc: OSError) -> None:
             def fileno(self) -> int:
                 return self._f.fileno()
 
-        patch.setattr(settings_mod.os, "fdopen", FullFile)
+        patch.setattr(os, "fdopen", FullFile)
     elif where == "mkstemp":
-        patch.setattr(settings_mod.tempfile, "mkstemp", boom)
+        patch.setattr(shared_files.tempfile, "mkstemp", boom)
     else:
-        patch.setattr(settings_mod.os, where, boom)
+        patch.setattr(os, where, boom)
 
 
 def test_unstorable_value_is_a_storage_error_not_a_crash() -> None:
@@ -393,7 +414,7 @@ def test_process_killed_mid_save_leaves_the_old_file_loadable(studio_home: Path,
 
     # an old leftover is cleaned by the next save; a fresh one (a save in progress elsewhere) is not
     stale = leftovers[0]
-    old_time = time.time() - settings_mod.STALE_TMP_SECONDS - 5
+    old_time = time.time() - shared_files.STALE_TMP_SECONDS - 5
     os.utime(stale, (old_time, old_time))
     fresh = path.parent / f".{path.name}.inprogress.tmp"
     fresh.write_text("{}")

@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
-from app import storage as storage_mod
-from app.storage import DB_FILE_NAME, ConversationStore, Message, schema_version
-from app.storage_records import MAX_TITLE_CHARS
+from app.storage import conversations as storage_mod
+from app.storage.conversations import DB_FILE_NAME, ConversationStore, schema_version
+from app.storage.export import EXPORT_SCHEMA
+from app.storage.records import DEFAULT_TITLE, MAX_TITLE_CHARS, Message
 from engines.errors import StorageError
 from tests.fixtures.crashes import kill_at_commit
 
@@ -105,7 +106,7 @@ def test_create_get_and_list_newest_first(store: ConversationStore) -> None:
 
 def test_titles_are_cleaned(store: ConversationStore) -> None:
     assert store.create("  two\nlines\tand   spaces ").title == "two lines and spaces"
-    assert store.create("   ").title == storage_mod.DEFAULT_TITLE
+    assert store.create("   ").title == DEFAULT_TITLE
     long = store.create("x" * 1000)
     assert len(long.title) == MAX_TITLE_CHARS
 
@@ -309,16 +310,16 @@ def test_markdown_export(store: ConversationStore) -> None:
     md = store.export_markdown(c.id)
     lines = md.splitlines()
     assert lines[0] == "# Geography \\*quiz\\* \\#1"
-    assert "## System prompt\n\nBe brief." in md
+    assert "## System prompt\n\n```text\nBe brief.\n```" in md
     assert md.count("## User") == 2
-    assert "## Assistant\n\n**Paris.**\n\n" in md
+    assert "## Assistant\n\n```text\n**Paris.**\n```\n\n" in md
     first_stats = (
         "*smollm2-135m-instruct · CPU · CPUExecutionProvider · 41.2 tokens/s · first token 87 ms · 12 tokens"
         " · stop: eos*"
     )
     assert first_stats in lines
-    assert "## Assistant (stopped)\n\nMadrid is the capital and" in md
-    stopped_line = lines[lines.index("## Assistant (stopped)") + 4]
+    assert "## Assistant (stopped)\n\n```text\nMadrid is the capital and\n```" in md
+    stopped_line = lines[lines.index("## Assistant (stopped)") + 6]
     assert "NPU" in stopped_line and "QNNExecutionProvider" in stopped_line and "18.0 tokens/s" in stopped_line
     assert "stopped by the user" in stopped_line
     assert md.endswith("\n") and not md.endswith("\n\n")
@@ -332,7 +333,7 @@ def test_markdown_export_without_stats_or_prompt(store: ConversationStore) -> No
     store.add_message(c.id, "assistant", "hello")
     md = store.export_markdown(c.id)
     assert "System prompt" not in md
-    assert md.rstrip().endswith("hello")  # no empty stats line under an answer with no identity
+    assert md.rstrip().endswith("```text\nhello\n```")  # no empty stats line under an answer with no identity
 
 
 def test_json_export_has_full_data_and_a_stable_schema(store: ConversationStore) -> None:
@@ -340,7 +341,7 @@ def test_json_export_has_full_data_and_a_stable_schema(store: ConversationStore)
     u = store.add_message(c.id, "user", "q 🧪")
     a = _answer(store, c.id, "a", stats={"tokens_per_second": 3.5, "bad": float("nan")})
     doc = json.loads(store.export_json(c.id))
-    assert doc["schema"] == storage_mod.EXPORT_SCHEMA == 1
+    assert doc["schema"] == EXPORT_SCHEMA == 1
     assert doc["kind"] == "npu-studio.conversation"
     assert isinstance(doc["exported"], float)
     conv = store.get(c.id)
@@ -631,7 +632,7 @@ def test_process_killed_before_commit_leaves_committed_messages_intact(studio_ho
 def test_process_killed_at_a_random_moment_keeps_every_acknowledged_message(studio_home: Path, db_path: Path) -> None:
     code = """
     import sys
-    from app.storage import ConversationStore
+    from app.storage.conversations import ConversationStore
     store = ConversationStore()
     c = store.create("stream")
     for i in range(100_000):

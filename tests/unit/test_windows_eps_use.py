@@ -169,7 +169,7 @@ def test_each_npu_ep_gets_the_variant_it_takes(tmp_path: Path) -> None:
     assert resolve_variant(base, DeviceChoice.parse("vitisai"), roots) == base
     a8 = variant("net-qdq-a8", "qdq-a8w8", "uint8")
     assert resolve_variant(base, DeviceChoice.parse("openvino"), roots) == a8
-    assert resolve_variant(base, DeviceChoice.parse("npu"), roots, npu_available=True, ep=VITIS) == a8
+    assert resolve_variant(base, DeviceChoice.parse("npu"), roots, ep=VITIS) == a8
     assert resolve_variant(base, DeviceChoice.parse("qnn"), roots) == a16  # QNN keeps the 16-bit one
 
 
@@ -238,5 +238,11 @@ def test_genai_is_imported_after_onnxruntime(monkeypatch: pytest.MonkeyPatch) ->
         return real(name, package)
 
     monkeypatch.setattr(importlib, "import_module", record)
+    monkeypatch.setattr(runtime, "_genai_alone", False)  # as in a new process (another test may have settled it)
     runtime.import_genai()
     assert order == ["onnxruntime", "onnxruntime_genai"]
+    # Once genai was loaded on its own (a CPU-only chat process), the order is settled: nothing more is imported.
+    order.clear()
+    monkeypatch.setattr(runtime, "_genai_alone", True)
+    assert runtime.import_genai() is sys.modules["onnxruntime_genai"]
+    assert order == []

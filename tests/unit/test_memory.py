@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app import memory
+from engines import memory
 
 
 def test_nothing_to_trim_off_linux(monkeypatch: pytest.MonkeyPatch) -> None:
