@@ -23,35 +23,40 @@ from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QApplication
 
 from app import __version__, paths
-from app.bench_host import BenchHost, load_bench_view, wire_bench_view
-from app.chat_host import ChatHost
-from app.closing import StagedClose
-from app.device_offers import DeviceOffers
-from app.hosts import DevicesHost, VisionHost
+from app.hosts.bench import BenchHost, load_bench_view, wire_bench_view
+from app.hosts.chat import ChatHost
+from app.hosts.chat_turns import ChatTurns
+from app.hosts.conversations import Conversations, ConversationsHost
+from app.hosts.devices import DevicesHost
+from app.hosts.models import ModelsHost, wire_models_view
+from app.hosts.server import server_host, wire_server_settings, wire_server_view
+from app.hosts.settings import SettingsHost, wire_settings_view
+from app.hosts.vision import ClassifierOpener, VisionHost, open_library_classifier
 from app.model_folders import missing_model_error, model_folder
-from app.models_host import ModelsHost, wire_models_view
-from app.settings import load_settings
-from app.settings_host import SettingsHost, wire_settings_view
-from app.settings_keeper import SettingsKeeper
-from app.storage import ConversationStore
-from app.view_links import ModelChoice, wire_classify, wire_status
-from app.window_actions import add_window_actions
-from app.window_state import capture_window, restore_window
-from engines.errors import StudioError
-from engines.types import DeviceChoice, short_ep_name
-from ui.bench_view import BenchView
-from ui.chat_view import ChatView
-from ui.classify_parts import sample_photos
-from ui.classify_view import ClassifyView
-from ui.device_picker import DeviceChoiceModel
-from ui.devices_view import DevicesView
-from ui.layout_check import check_layout
+from app.server import DEFAULT_PORT
+from app.storage.conversations import ConversationStore
+from app.storage.settings import load_settings, snapshot
+from app.window.actions import add_window_actions
+from app.window.closing import StagedClose
+from app.window.device_offers import DeviceOffers
+from app.window.links import ModelChoice, wire_classify, wire_status
+from app.window.placement import capture_window, restore_window
+from app.window.settings_keeper import SettingsKeeper
+from engines import DeviceChoice, StudioError, short_ep_name
+from ui.bench.view import BenchView
+from ui.chat.view import ChatView
+from ui.classify.samples import sample_photos
+from ui.classify.view import ClassifyView
+from ui.common.device_picker import DeviceChoiceModel
+from ui.common.layout_check import check_layout
+from ui.common.screen_fit import fit_window
+from ui.common.theme import apply_theme
+from ui.devices.view import DevicesView
 from ui.main_window import MainWindow
-from ui.models_view import ModelsView
-from ui.screen_fit import fit_window
-from ui.settings_view import SettingsView
+from ui.models.view import ModelsView
+from ui.server.view import ServerView
+from ui.settings.view import SettingsView
 from ui.shortcuts import ShortcutsSheet
-from ui.theme import apply_theme
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +70,7 @@ class Studio(QObject):
         self,
         app: QApplication,
         *,
-        classifier_factory: Callable[[Path, DeviceChoice], Any] | None = None,
+        open_classifier: ClassifierOpener = open_library_classifier,
         chat_loader: Callable[[Path, DeviceChoice], Any] | None = None,
         preload: bool = True,
     ) -> None:
@@ -80,6 +85,7 @@ class Studio(QObject):
         self.last_discovery: Any = None
 
         self.settings, settings_notice = load_settings()
+        loaded = snapshot(self.settings)  # what a save compares with: only what this app changes is written
         apply_theme(app, self.settings.theme)
         # Light/dark follows the OS while the app runs (when the theme setting is "system").
         app.styleHints().colorSchemeChanged.connect(self._on_color_scheme_changed)
@@ -87,30 +93,34 @@ class Studio(QObject):
         self.choice_model = DeviceChoiceModel(self.settings.device, self.settings.strict)
 
         self.devices = DevicesHost()
-        self.vision = VisionHost(classifier_factory)
+        self.vision = VisionHost(open_classifier)
         self.chat = ChatHost(chat_loader)
         self.models = ModelsHost()
         self.bench = BenchHost()
         self.settings_host = SettingsHost()
-        self.hosts = (self.devices, self.vision, self.chat, self.models, self.bench, self.settings_host)
+        self.conversations_host = ConversationsHost(self.store)  # every read and write of the conversations
+        self.hosts = (self.devices, self.vision, self.chat, self.models, self.bench, self.settings_host,
+                      self.conversations_host)  # fmt: skip
 
         self.window = MainWindow(__version__)
         self.devices_view = DevicesView(self.choice_model)
         self.classify_view = ClassifyView(self.choice_model)
-        self.classify_view.last_open_dir = self.settings.last_open_dir
-        self.chat_view = ChatView(
-            self.store, self.choice_model, self.settings.system_prompt, dict(self.settings.chat_options)
-        )
+        self.classify_view.inputs.last_open_dir = self.settings.last_open_dir
+        self.chat_view = ChatView(self.choice_model, self.settings.system_prompt, dict(self.settings.chat_options))
         self.chat_view.set_enter_sends(self.settings.chat_enter_sends)
-        self.chat_view.reopen(self.settings.last_conversation)
-        # A device failing mid-run: the retry offers of the Classify and Chat views (app/device_offers.py).
-        self.offers = DeviceOffers(
-            self.classify_view, self.chat_view, self.choice_model, self.vision, lambda: self.settings.top_k
-        )
+        if preload:  # the chat model loads right after the first frame: a message sent now waits for it
+            self.chat_view.show_model_loading("Loading the chat model…")
+        # The Chat view's conversations and turns, stored off the GUI thread (app/hosts: conversations, chat_turns).
+        self.conversations = Conversations(self.chat_view, self.conversations_host, self.chat.forget, self)
+        self.turns = ChatTurns(self.chat_view.session, self.conversations_host, self.chat, self.conversations,
+                               self.chat_view.on_model_failed, self)  # fmt: skip
+        self.conversations.reopen(self.settings.last_conversation)
+        # A device failing mid-run: the retry offers of the Classify and Chat views (app/window/device_offers.py).
+        self.offers = DeviceOffers(self.classify_view, self.chat_view, self.choice_model)
         self.window.add_view("devices", "Devices", "devices", self.devices_view)
         self.window.add_view("classify", "Classify", "classify", self.classify_view)
         self.window.add_view("chat", "Chat", "chat", self.chat_view)
-        # Settings: the settings view and its host (app/settings_host.py); the values live in self.settings.
+        # Settings: the settings view and its host (app/hosts/settings.py); the values live in self.settings.
         # Built before the Benchmark wiring, which starts its worker (and so ONNX Runtime) straight away:
         # everything built after it delays the first frame in a race with that import. Added to the sidebar last.
         self.settings_view = SettingsView(
@@ -134,12 +144,12 @@ class Studio(QObject):
         self.chat_view.settings_changed.connect(self.settings_view.show_chat_settings)
         self.window.closing.connect(self.settings_view.flush)  # before the closing save (connected in _wire)
         self.window.view_changed.connect(lambda key: self.settings_view.refresh_cache() if key == "settings" else None)
-        # Benchmark: the bench view and its host (app/bench_host.py)
+        # Benchmark: the bench view and its host (app/hosts/bench.py)
         self.bench_view = BenchView()
         self.window.add_view("benchmark", "Benchmark", "benchmark", self.bench_view)
         wire_bench_view(self.bench_view, self.bench, set_status=lambda t: self.window.set_status("bench", t))
         self.window.view_changed.connect(self._on_bench_shown)
-        # Models: the library view and its host (app/models_host.py)
+        # Models: the library view and its host (app/hosts/models.py)
         self.models_view = ModelsView(self.settings.allow_downloads)
         self.window.add_view("models", "Models", "models", self.models_view)
         wire_models_view(
@@ -148,15 +158,23 @@ class Studio(QObject):
             downloads_allowed=lambda: self.settings.allow_downloads,
             on_allow_downloads=self._on_allow_downloads,
             set_status=lambda t: self.window.set_status("models", t),
+            model_folders=lambda: list(self.settings.model_folders),
+            on_folders_changed=lambda folders: self.keeper.remember(model_folders=folders),
         )
         self.window.view_changed.connect(lambda key: self.models.refresh() if key == "models" else None)
+        self.models_view.open_view_requested.connect(self.window.show_view)
+        self.server_view = ServerView(DEFAULT_PORT)
+        self.server = server_host(self.settings, self.chat, self.load_chat_model)  # serves the chat host's model
+        self.window.add_view("server", "Server", "send", self.server_view)
+        wire_server_view(self.server_view, self.server, self.window)
+        wire_server_settings(self.server_view, self.server, self.settings, self.schedule_save)
         self.window.add_view("settings", "Settings", "settings", self.settings_view)
         for notice in (settings_notice, store_notice):
             if notice:
                 self.window.banners.show_message(notice, severity="warning")
 
-        self.keeper = SettingsKeeper(self.settings, self.window, self.settings_view, self)
-        self.staged_close = StagedClose(self.window, self.hosts, self.busy)
+        self.keeper = SettingsKeeper(self.settings, self.window, self.settings_view, self, saved=loaded)
+        self.staged_close = StagedClose(self.window, (self.server, *self.hosts), self.busy)
         self._wire()
         self.open_maximized = restore_window(self.window, self.settings, fit_window)
 
@@ -198,26 +216,21 @@ class Studio(QObject):
         wire_classify(cv, self.vision)
         self.vision.failed.connect(self.offers.on_vision_failed)
 
-        # chat
-        ch.generate_requested.connect(self.chat.generate)
-        ch.stop_requested.connect(self.chat.cancel)
-        ch.forget_requested.connect(self.chat.forget)
+        # chat (its conversations and turns: self.conversations, self.turns)
         ch.settings_changed.connect(
             lambda prompt, options: self.keeper.remember(system_prompt=prompt, chat_options=dict(options))
         )
         ch.enter_sends_changed.connect(lambda enter_sends: self.keeper.remember(chat_enter_sends=enter_sends))
         ch.count_requested.connect(self.chat.count_tokens)
         self.chat.tokens_counted.connect(ch.on_tokens_counted)
-        ch.conversation_changed.connect(lambda conversation: self.keeper.remember(last_conversation=conversation))
+        ch.session.conversation_changed.connect(lambda opened: self.keeper.remember(last_conversation=opened))
         self.chat.status.connect(lambda t: w.set_status("chat", t))
         self.chat.status.connect(lambda t: ch.show_model_loading(t) if t else None)
         self.chat.model_loaded.connect(ch.on_model_loaded)
         self.chat.model_unloaded.connect(ch.on_model_unloaded)
-        self.chat.generation_started.connect(ch.on_generation_started)
-        self.chat.text_generated.connect(ch.on_text)
-        self.chat.generation_finished.connect(ch.on_finished)
-        self.chat.cancelled.connect(ch.on_cancelled)
-        self.chat.failed.connect(self.offers.on_chat_failed)
+        self.chat.generation_waiting.connect(ch.session.answer.waiting)
+        self.chat.text_generated.connect(ch.session.answer.append)
+        self.chat.failed.connect(self.offers.on_chat_failed)  # after the turns' own slot (connected first)
 
         self.choice_model.changed.connect(self._on_choice_changed)
         wire_status(w, cv, self.chat, self.vision)
@@ -227,7 +240,7 @@ class Studio(QObject):
             w, new_chat=self.new_chat, open_photos=self.open_photos, stop=self.stop_current,
             show_shortcuts=self.show_shortcuts,
         )
-        cv.open_button.setShortcut(QKeySequence())  # the window-wide action owns Ctrl+O
+        cv.inputs.open_button.setShortcut(QKeySequence())  # the window-wide action owns Ctrl+O
         dv.try_classify_requested.connect(self.try_sample_photo)
         dv.try_chat_requested.connect(self.new_chat)
 
@@ -246,9 +259,10 @@ class Studio(QObject):
         """Switch the theme of the running app (views, icons, charts follow); does not change the setting."""
         apply_theme(self.app, theme)
 
-    def check_layout(self) -> list[Any]:
-        """Layout problems of the window as it is now (see ui.layout_check)."""
-        return check_layout(self.window)
+    def check_layout(self, roomy: bool = False) -> list[Any]:
+        """Layout problems of the window as it is now (see ui.common.layout_check); `roomy`: a size the
+        app promises to fit without scrolling."""
+        return check_layout(self.window, roomy)
 
     def show_shortcuts(self) -> None:
         ShortcutsSheet(self.window.shortcuts(), self.window, enter_sends=self.settings.chat_enter_sends).exec()
@@ -256,9 +270,9 @@ class Studio(QObject):
     def try_sample_photo(self) -> None:
         """The first-run path: one click from Home to a classified sample photo."""
         self.window.show_view("classify")
-        samples = sorted(sample_photos(), key=lambda p: p.name != "chelsea.png")  # the cat first: a clear answer
+        samples = sample_photos()  # the first one is the clearest answer (assets/samples/samples.json)
         if samples:
-            self.classify_view.classify_paths([str(samples[0])])
+            self.classify_view.classify_paths([str(samples[0].path)])
 
     def _on_first_shown(self) -> None:
         self.timings["window_shown_s"] = time.time() - self.started_at
@@ -282,6 +296,9 @@ class Studio(QObject):
 
     def discover(self) -> None:
         self.devices_view.show_loading()
+        # Said at once, not when the worker gets to it: the status bar never reads "Ready" before the
+        # devices are known (the host's own status replaces this line and clears it when done).
+        self.window.set_status("devices", "Looking for devices…")
         self.devices.discover()
 
     def classifier_folder(self) -> Path:
@@ -326,7 +343,7 @@ class Studio(QObject):
         self.vision.classify_bytes(data, name, folder, choice, self.settings.top_k)
 
     def _remember_open_dir(self) -> None:
-        self.keeper.remember(last_open_dir=self.classify_view.last_open_dir)
+        self.keeper.remember(last_open_dir=self.classify_view.inputs.last_open_dir)
 
     def new_chat(self) -> None:
         self.window.show_view("chat")
@@ -334,7 +351,7 @@ class Studio(QObject):
 
     def open_photos(self) -> None:
         self.window.show_view("classify")
-        self.classify_view.open_files()
+        self.classify_view.inputs.open_files()
 
     def stop_current(self) -> None:
         view = self.window.current_view()
@@ -395,14 +412,14 @@ class Studio(QObject):
 
     def _show_chat_settings(self) -> None:
         self.window.show_view("chat")
-        self.chat_view.settings_button.setChecked(True)
+        self.chat_view.header.settings_button.setChecked(True)
 
     def _on_color_scheme_changed(self, *_: object) -> None:
         if self.settings.theme == "system":
             apply_theme(self.app, "system")
 
 
-    # --- settings (app/settings_keeper.py) ------------------------------------------------------
+    # --- settings (app/window/settings_keeper.py) ------------------------------------------------------
     def schedule_save(self) -> None:
         self.keeper.schedule()
 
@@ -411,10 +428,11 @@ class Studio(QObject):
 
     # --- shutdown ---------------------------------------------------------------------------------
     def busy(self) -> bool:
-        return self.chat_view.generating or self.classify_view.busy or self.bench_view.busy
+        return (self.chat_view.session.generating or self.classify_view.busy or self.bench_view.busy
+                or self.server.busy() > 0)  # fmt: skip
 
     def _on_window_closing(self) -> None:
-        self.chat_view.shutdown()  # anything still streaming is saved as stopped
+        self.turns.finish()  # anything still streaming is saved as stopped
         capture_window(self.window, self.settings)
         self.save_settings()
 
@@ -423,10 +441,11 @@ class Studio(QObject):
         if self._shut_down:
             return True
         self._shut_down = True
-        self.chat_view.shutdown()
+        self.turns.finish()
         if self.keeper.pending:
             self.save_settings()
-        stopped = all([host.shutdown() for host in self.hosts])
+        # The server first: its in-flight answers end (with an error event) while the chat model is still there.
+        stopped = all([host.shutdown() for host in (self.server, *self.hosts)])
         if stopped:
             self.store.close()
         return stopped

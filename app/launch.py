@@ -13,9 +13,9 @@ from typing import Any
 
 from PySide6.QtCore import QTimer
 
-from app.crash import CrashReporter
 from app.gui import Studio, create_application
-from app.window_state import headless
+from app.window.crash import CrashReporter
+from app.window.placement import headless
 
 
 def run_gui(self_test: bool = False, screenshots: str | None = None, report: str | None = None) -> int:
@@ -33,7 +33,7 @@ def run_gui(self_test: bool = False, screenshots: str | None = None, report: str
         _install_startup_probe(studio, Path(probe))
     runner = None
     if self_test:
-        from app.selftest import SelfTest
+        from app.selftest.run import SelfTest
 
         runner = SelfTest(studio, screenshots=screenshots, report=report)
         runner.start()

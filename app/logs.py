@@ -90,6 +90,6 @@ def setup_logging(debug: bool = False, console: bool = True) -> None:
 def _quiet_native_logs(debug: bool) -> None:
     """ONNX Runtime prints its own warnings (coloured, on stderr) from native code; what matters of them
     reaches the user as an exception or a placement. Keep them for --debug only."""
-    from engines.runtime import set_native_log_level
+    from engines import set_native_log_level
 
     set_native_log_level(verbose=debug)

@@ -10,10 +10,10 @@ def configure(*, in_child: bool = False) -> None:
     cache folder. Each process that opens models calls this (the CLI and app at start, the chat
     engine's child process).
 
-    The app's chat engine child (app/chat_process.py) starts no children of its own: its parent tries an
-    untrusted chat model before asking the child to load it (app/chat_watch.py), so the child tries
+    The chat engine child (engines/chat/bounded.py) starts no children of its own: its parent tries an
+    untrusted chat model before asking the child to load it (engines/chat/watch.py), so the child tries
     nothing."""
-    from engines.models import trial
+    from engines import configure_trials
 
-    trial.configure(trusted=[paths.bundled_models_dir()], verdicts=paths.cache_dir() / "model-trials.json",
+    configure_trials(trusted=[paths.bundled_models_dir()], verdicts=paths.cache_dir() / "model-trials.json",
                     enabled=not in_child)

@@ -86,7 +86,18 @@ def log_dir() -> Path:
 
 
 def user_models_dir() -> Path:
-    return _made(data_dir() / "models")
+    """The user's model library. The first look at it in a process sweeps the work folders that killed
+    commands left there (engines/workdirs.py): every command and view that uses the library comes here."""
+    folder = _made(data_dir() / "models")
+    if folder not in _swept:
+        _swept.add(folder)
+        from engines import sweep_work_folders
+
+        sweep_work_folders(folder)
+    return folder
+
+
+_swept: set[Path] = set()
 
 
 def compiled_cache_dir() -> Path:

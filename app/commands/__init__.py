@@ -18,6 +18,7 @@ COMMAND_MODULES = (
     "doctor",
     "cache",
     "models",
+    "serve",
 )
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from app.terminal import write_raw
 
 if TYPE_CHECKING:
-    from engines.bench.data import BenchProgress, BenchRun, DeviceResult
+    from engines import BenchProgress, BenchRun, DeviceResult
 
 DEFAULT_MODELS = ("efficientnet-lite0", "smollm2-135m-instruct")
 BAR_WIDTH = 24
@@ -161,13 +161,18 @@ def format_run(run: BenchRun) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from app.bench_history import BenchHistory
-    from app.terminal import print_json
-    from engines.bench.data import DEFAULT_PROMPT, BenchConfig, parse_devices
-    from engines.bench.export import csv_text
-    from engines.bench.runner import run_benchmark
-    from engines.errors import StorageError
-    from engines.types import CancelToken
+    from app.storage.bench_history import BenchHistory
+    from app.terminal import print_json, write_machine
+    from engines import (
+        BENCH_DEFAULT_PROMPT,
+        BenchConfig,
+        CancelToken,
+        StorageError,
+        bench_csv_text,
+        parse_devices,
+        printable,
+        run_benchmark,
+    )
 
     config = BenchConfig(
         models=resolve_models(args.models),
@@ -176,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
         batch=args.batch,
         warmup=args.warmup,
         threads=args.threads,
-        chat_prompt=args.prompt if args.prompt is not None else DEFAULT_PROMPT,
+        chat_prompt=args.prompt if args.prompt is not None else BENCH_DEFAULT_PROMPT,
         chat_tokens=args.chat_tokens,
         chat_rounds=args.chat_rounds,
     )
@@ -194,7 +199,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result.as_dict())
     elif args.csv:
-        sys.stdout.write(csv_text([result]))
+        write_machine(printable(bench_csv_text([result])))  # UTF-8 like JSON; no escape sequence reaches a terminal
     else:
         print(format_run(result))
     return 0 if any(r.ok for r in result.results) else 1

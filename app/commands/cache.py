@@ -29,7 +29,7 @@ def _size(n: int) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from app.terminal import print_json
-    from engines.runtime.compiled_cache import CompiledModelCache
+    from engines import CompiledModelCache
 
     cache = CompiledModelCache(paths.compiled_cache_dir())
     if args.action == "clear":

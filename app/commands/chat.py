@@ -3,8 +3,9 @@
 Interactive: answers stream as they are generated; Ctrl+C stops the answer (not the program);
 /reset, /regen, /system TEXT, /help, /quit (or Ctrl+D).
 
-The bundled model runs in this process. Any other model runs in the chat engine's child process
-(app/commands/chat_remote.py), where its chat template cannot crash or hang this one (app/chat_bounds.py).
+The model is opened as a chat service (`engines.open_chat`), which runs it where its one rule says
+(engines/chat/service.py `runs_in_child`): the bundled model in this process, any other model in the
+bounded engine child, where its chat template cannot crash or hang this one (engines/chat/bounds.py).
 """
 
 from __future__ import annotations
@@ -15,15 +16,14 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from app import paths
 
 if TYPE_CHECKING:
-    from engines.chat.conversation import ChatOptions, Conversation, GenerationStats
-    from engines.chat.loaded import ChatModel
-    from engines.types import CancelToken
+    from engines import CancelToken, ChatOptions, ChatService, Finished, ServiceConversation
 
 DEFAULT_CHAT_MODEL = "smollm2-135m-instruct"
 EXIT_OK = 0
@@ -62,16 +62,22 @@ def register(sub: Any) -> None:
     parser.add_argument("--repetition-penalty", type=float, metavar="R", help="1.0 = none (default 1.1)")
     parser.add_argument("--seed", type=int, metavar="N", help="random seed for sampling")
     parser.add_argument("--context-window", type=int, metavar="N", help="tokens a conversation may hold")
+    parser.add_argument(
+        "--prompt-lookup", action=argparse.BooleanOptionalAction, default=None,
+        help="prompt-lookup decoding: copy likely continuations from the conversation and verify them in one "
+             "step (greedy answers without a repetition penalty; sooner when the answer repeats its input: "
+             "edits, summaries, code)",
+    )  # fmt: skip
     parser.set_defaults(func=run)
 
 
 def chat_model_folder(name: str | None) -> Path:
     """The model folder: a path, a name in the user's models, or the bundled demo model."""
-    from engines.errors import ModelError
-    from engines.models.lookup import locate_model
+    from engines import ModelError, locate_model
 
+    roots = paths.model_roots()  # (the first look at the library sweeps what killed commands left there)
     if name:
-        return locate_model(name, paths.model_roots()).folder
+        return locate_model(name, roots).folder
     folder = paths.bundled_models_dir() / DEFAULT_CHAT_MODEL
     if not folder.is_dir():
         raise ModelError(
@@ -83,10 +89,11 @@ def chat_model_folder(name: str | None) -> Path:
 
 
 def options_from_args(args: argparse.Namespace) -> ChatOptions:
-    from engines.chat.conversation import ChatOptions
+    from engines import ChatOptions
 
     values: dict[str, Any] = {}
-    for field in ("max_new_tokens", "temperature", "top_p", "top_k", "repetition_penalty", "seed", "context_window"):
+    for field in ("max_new_tokens", "temperature", "top_p", "top_k", "repetition_penalty", "seed", "context_window",
+                  "prompt_lookup"):
         value = getattr(args, field, None)
         if value is not None:
             values[field] = value
@@ -120,11 +127,9 @@ def _writer(stream: TextIO) -> Callable[[str], None]:
     return write
 
 
-def answer(
-    conversation: Conversation, ask: Callable[..., GenerationStats], *args: Any, out: TextIO | None = None
-) -> GenerationStats:
+def answer(ask: Callable[..., Finished], *args: Any, out: TextIO | None = None) -> Finished:
     """Run one answer (send / regen) with streaming to `out` and Ctrl+C as cancel."""
-    from engines.types import CancelToken
+    from engines import CancelToken
 
     cancel = CancelToken()
     with ctrl_c_cancels(cancel):
@@ -133,84 +138,64 @@ def answer(
 
 def run(args: argparse.Namespace) -> int:
     import engines
-    from engines.errors import StudioError
-    from engines.types import DeviceChoice
+    from engines import DeviceChoice, StudioError
 
     if args.json and args.prompt is None:
         raise StudioError("--json needs --prompt.", "Give the question with --prompt TEXT.")
-    for stream in (sys.stdout, sys.stderr):
-        reconfigure = getattr(stream, "reconfigure", None)
-        if reconfigure is not None:  # a console that cannot show a character gets '?' instead of a crash
-            reconfigure(errors="replace")
     options = options_from_args(args)
     choice = DeviceChoice.parse(args.device, strict=args.strict)
     folder = chat_model_folder(args.model)
-    model: Any
-    if _bounded(folder):
-        from app.commands.chat_remote import RemoteChat
-        from engines.chat.model import validate_model_folder
-        from engines.models import trial
-
-        validate_model_folder(folder)  # a folder refused by the rules is refused here, before any native code
-        trial.ensure_tried(folder, trial.CHAT)  # its first load and run, once (cached verdict)
-        model = RemoteChat(folder, choice)
-    else:
-        model = engines.open_chat(folder, choice)  # ours: in this process, at full speed
+    # In this process for the bundled model; in the bounded engine child for any other (one rule, in
+    # engines/chat/service.py). A refused folder is refused before any native code runs.
+    service = engines.open_chat(folder, choice)
     try:
-        code = _chat(args, model, options)
+        code = _chat(args, service, options)
     except BaseException:
-        if hasattr(model, "engine"):
-            model.engine.kill()  # interrupted or failed: the child may be stuck in a render, do not wait for it
+        from engines import BoundedChat
+
+        if isinstance(service, BoundedChat):
+            service.engine.kill()  # interrupted or failed: the child may be stuck in a render, do not wait for it
         raise
-    if hasattr(model, "close"):
-        model.close()
+    service.close()
     return code
 
 
-def _bounded(folder: Path) -> bool:
-    """A model that is not ours runs in the chat child process, where its template cannot crash or hang
-    this one (app/commands/chat_remote.py); NPU_STUDIO_CHAT_IN_PROCESS=1 keeps it here (debugging)."""
-    from app.chat_process import in_process_requested
-    from engines.models import trial
-
-    return trial.bounded(folder) and not in_process_requested()
-
-
-def _chat(args: argparse.Namespace, model: Any, options: ChatOptions) -> int:
+def _chat(args: argparse.Namespace, service: ChatService, options: ChatOptions) -> int:
     from app.terminal import print_json
-    from engines.chat.conversation import StopReason
+    from engines import ServiceConversation, StopReason
 
-    conversation = model.new_conversation(args.system, options)
-    if model.plan.fell_back:
-        print(f"note: running on the CPU: {model.plan.reason}", file=sys.stderr)
-    if model.memory_notice:
-        print(f"note: {model.memory_notice}", file=sys.stderr)
+    info = service.info
+    conversation = ServiceConversation(service, args.system, options)
+    if info.placement.fell_back:
+        print(f"note: running on the CPU: {info.placement.reason}", file=sys.stderr)
+    if info.memory_notice:
+        print(f"note: {info.memory_notice}", file=sys.stderr)
     if args.prompt is not None:
         if args.json:
-            stats = answer(conversation, conversation.send, args.prompt)
+            done = answer(conversation.send, args.prompt)
             print_json(
                 {
-                    "model": model.folder.name,
-                    "model_path": str(model.folder.path),
-                    "placement": model.placement.as_dict(),
+                    "model": info.name,
+                    "model_path": info.folder,
+                    "placement": info.placement.as_dict(),
                     "prompt": args.prompt,
-                    "answer": conversation.messages[-1].content,
-                    "stats": stats.as_dict(),
+                    "answer": done.text,
+                    "stats": done.stats.as_dict(),
+                    "usage": {**asdict(done.usage), "total_tokens": done.usage.total_tokens},
                 }
             )
         else:
-            stats = answer(conversation, conversation.send, args.prompt, out=sys.stdout)
+            done = answer(conversation.send, args.prompt, out=sys.stdout)
             print(flush=True)
-            print(stats.summary(), file=sys.stderr)
-        return EXIT_CANCELLED if stats.stop_reason == StopReason.CANCELLED else EXIT_OK
-    return interactive(model, conversation)
+            print(done.stats.summary(), file=sys.stderr)
+        return EXIT_CANCELLED if done.stop_reason == StopReason.CANCELLED else EXIT_OK
+    return interactive(service, conversation)
 
 
-def interactive(model: ChatModel | Any, conversation: Conversation | Any) -> int:
-    from engines.chat.conversation import StopReason
-    from engines.errors import ModelError, StudioError
+def interactive(service: ChatService, conversation: ServiceConversation) -> int:
+    from engines import ModelError, StopReason, StudioError
 
-    print(f"Chatting with {model.describe()}. /help for commands, Ctrl+C stops an answer, /quit leaves.")
+    print(f"Chatting with {service.info.description}. /help for commands, Ctrl+C stops an answer, /quit leaves.")
     while True:
         try:
             line = input("you> ")
@@ -244,9 +229,9 @@ def interactive(model: ChatModel | Any, conversation: Conversation | Any) -> int
                 continue
             print("bot> ", end="", flush=True)
             if command == "/regen":
-                stats = answer(conversation, conversation.regenerate, out=sys.stdout)
+                done = answer(conversation.regenerate, out=sys.stdout)
             else:
-                stats = answer(conversation, conversation.send, line, out=sys.stdout)
+                done = answer(conversation.send, line, out=sys.stdout)
         except ModelError:
             print(flush=True)
             raise  # the model itself is unsafe or unusable: one `npu-studio: error:` line, exit 2
@@ -254,6 +239,6 @@ def interactive(model: ChatModel | Any, conversation: Conversation | Any) -> int
             print(f"\nerror: {exc.user_text()}", file=sys.stderr)
             continue
         print(flush=True)
-        if stats.stop_reason == StopReason.CANCELLED:
+        if done.stop_reason == StopReason.CANCELLED:
             print("(stopped)", flush=True)
-        print(f"  [{stats.summary()}]", file=sys.stderr)
+        print(f"  [{done.stats.summary()}]", file=sys.stderr)

@@ -8,7 +8,7 @@ import sys
 import threading
 from typing import Any
 
-from engines.types import EP_ALIASES, short_ep_name
+from engines import EP_ALIASES, short_ep_name
 
 
 def register(sub: Any) -> None:
@@ -34,15 +34,15 @@ def _alias(ep: str) -> str:
 
 
 def _download(args: argparse.Namespace) -> int:
-    from engines.runtime import catalog
+    from engines import EpReadyState, download_eps, read_ep_catalog
 
-    report = catalog.read_catalog()
+    report = read_ep_catalog()
     if not report.available:
         print(f"Nothing to download: {report.reason}", file=sys.stderr)
         return 2
     wanted = _ep_names(args.download_eps) if args.download_eps else None
     pending = [
-        p for p in report.providers if p.state != catalog.ReadyState.READY and (wanted is None or p.name in wanted)
+        p for p in report.providers if p.state != EpReadyState.READY and (wanted is None or p.name in wanted)
     ]
     unknown = [n for n in (wanted or []) if report.find(n) is None]
     for name in unknown:
@@ -71,7 +71,7 @@ def _download(args: argparse.Namespace) -> int:
             print(f"\r{short_ep_name(ep)}: {percent:3d}%", end="", flush=True)
 
     try:
-        results = catalog.download_eps([p.name for p in pending], consent=True, on_progress=progress, cancel=cancel)
+        results = download_eps([p.name for p in pending], consent=True, on_progress=progress, cancel=cancel)
     except KeyboardInterrupt:  # Ctrl+C cancels the download, never leaves a traceback
         cancel.set()
         print("\nCancelled: nothing else will be downloaded.")
@@ -84,7 +84,7 @@ def _download(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from app.terminal import print_json
-    from engines.runtime.devices import discover
+    from engines import discover
 
     if args.download_eps is not None:
         code = _download(args)

@@ -1,4 +1,7 @@
-"""`npu-studio doctor [--out DIR] [--json]`: check every device and write a report and a diagnostics zip."""
+"""`npu-studio doctor [--out DIR] [--json]`: check every device and write a report and a diagnostics zip.
+
+What the zip will hold is printed (on stderr) before anything is written; personal text and paths are
+replaced in it (app/diagnostics.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from app import paths
-from app.diagnostics import attachments
 
 CLASSIFIER = "efficientnet-lite0"
 CHAT_MODEL = "smollm2-135m-instruct"
@@ -31,21 +33,19 @@ def register(sub: Any) -> None:
 
 def _installed(name: str) -> Path | None:
     """The model by name (the one library lookup), or None when it is not installed."""
-    from engines.errors import ModelError
-    from engines.models.lookup import locate_model
+    from engines import ModelError, has_manifest, locate_model
 
     try:
         folder = locate_model(name, paths.model_roots()).folder
     except ModelError:
         return None
-    return folder if (folder / "manifest.json").is_file() else None
+    return folder if has_manifest(folder) else None
 
 
 def run(args: argparse.Namespace) -> int:
+    from app import diagnostics
     from app.terminal import print_json
-    from engines.doctor import run_doctor, write_outputs
-    from engines.errors import StudioError
-    from engines.types import IMAGE_SUFFIXES
+    from engines import IMAGE_SUFFIXES, StudioError, run_doctor, write_doctor_report
 
     if args.tokens < 1:
         raise StudioError("--tokens must be at least 1.", "Use e.g. --tokens 8.")
@@ -56,6 +56,10 @@ def run(args: argparse.Namespace) -> int:
     def progress(text: str) -> None:
         print(text, file=sys.stderr, flush=True)
 
+    listing = diagnostics.contents()
+    progress(f"The diagnostics zip ({out / 'diagnostics.zip'}) will hold:")
+    for line in listing:
+        progress(f"  {line}")
     report = run_doctor(
         classifier=_installed(CLASSIFIER),
         chat_model=None if args.no_chat else _installed(CHAT_MODEL),
@@ -65,13 +69,16 @@ def run(args: argparse.Namespace) -> int:
         on_progress=progress,
     )
     try:
-        written: tuple[Path, Path, Path] | None = write_outputs(report, out, attachments())
+        written: tuple[Path, Path, Path] | None = write_doctor_report(
+            report, out, diagnostics.attachments(), redact=diagnostics.redactor().data, contents=listing
+        )
         not_written = ""
     except StudioError as exc:  # a read-only or full disk: the report is still worth reading
         written, not_written = None, exc.user_text()
     if args.json:
         files = {"text": str(written[0]), "json": str(written[1]), "zip": str(written[2])} if written else {}
-        print_json({**report.as_dict(), "files": files, **({"files_error": not_written} if not_written else {})})
+        print_json({**report.as_dict(), "files": files, "zip_contents": listing,
+                    **({"files_error": not_written} if not_written else {})})
     else:
         print(report.text())
         if written:

@@ -1,19 +1,18 @@
-"""`npu-studio models list|import PATH|remove NAME|verify [NAME]|fit NAME|catalog|download ID`."""
+"""`npu-studio models list|import PATH|remove NAME|verify [NAME]|fit NAME|catalog|download ID` (and
+`scan`, `add FOLDER`: app/commands/models_scan.py)."""
 
 from __future__ import annotations
 
 import argparse
-import signal
-import sys
-import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Sequence
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
 from app import paths
-from app.terminal import write_raw
-from engines.types import short_ep_name
+from app.commands.progress import Progress as _Progress
+from app.commands.progress import cancel_on_ctrl_c as _cancel_on_ctrl_c
+from engines import EP_DEVICE_TYPE, DeviceType, short_ep_name
 
 
 def register(sub: Any) -> None:
@@ -63,8 +62,13 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run_fit)
 
     p = actions.add_parser("catalog", help="well-known models that can be downloaded (nothing is downloaded)")
+    p.add_argument("--no-scan", action="store_true", help="do not look for NPU models other tools keep here")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run_catalog)
+
+    from app.commands import models_scan
+
+    models_scan.register(actions)
 
     p = actions.add_parser("download", help="download a catalog model (needs downloads allowed)")
     p.add_argument("id", metavar="ID", help="catalog id (see `npu-studio models catalog`)")
@@ -85,7 +89,7 @@ def catalog_path() -> Path:
 
 
 def _mb(size: int) -> str:
-    from engines.models.library import format_bytes
+    from engines import format_bytes
 
     return format_bytes(size)
 
@@ -100,9 +104,7 @@ def _table(rows: Sequence[Sequence[str]]) -> str:
 
 def run_list(args: argparse.Namespace) -> int:
     from app.terminal import print_json
-    from engines.errors import StudioError
-    from engines.models.fit import estimate_fit
-    from engines.models.library import scan_library
+    from engines import StudioError, estimate_fit, scan_library
 
     if args.context is not None and args.context < 1:
         raise StudioError("--context must be at least 1.")
@@ -111,7 +113,7 @@ def run_list(args: argparse.Namespace) -> int:
     for entry in entries:
         if entry.usable:
             with suppress(StudioError):  # a fit hint is a bonus: a model without one is still listed
-                fits[entry.folder.as_posix()] = estimate_fit(entry.folder, args.context)
+                fits[entry.folder.as_posix()] = estimate_fit(entry.model_folder, args.context)
     if args.json:
         print_json([
             {**e.as_dict(), "fit": fits[e.folder.as_posix()].as_dict() if e.folder.as_posix() in fits else None}
@@ -136,14 +138,12 @@ def run_list(args: argparse.Namespace) -> int:
 
 def run_fit(args: argparse.Namespace) -> int:
     from app.terminal import print_json
-    from engines.errors import StudioError
-    from engines.models.fit import estimate_fit
-    from engines.models.library import find_model
+    from engines import StudioError, estimate_fit, find_model
 
     if args.context is not None and args.context < 1:
         raise StudioError("--context must be at least 1.")
     entry = find_model(args.name, paths.bundled_models_dir(), paths.user_models_dir())
-    hint = estimate_fit(entry.folder, args.context)
+    hint = estimate_fit(entry.model_folder, args.context)
     if args.json:
         print_json({"name": entry.name, **hint.as_dict()})
     else:
@@ -156,53 +156,8 @@ def run_fit(args: argparse.Namespace) -> int:
 # --- import / remove / verify ---------------------------------------------------------------------
 
 
-class _Progress:
-    """A progress line on stderr, at most a few updates a second."""
-
-    def __init__(self, what: str) -> None:
-        self.what = what
-        self.last = 0.0
-        self.shown = False
-        self.tty = sys.stderr.isatty()
-
-    def __call__(self, done: int, total: int, detail: str = "") -> None:
-        now = time.monotonic()
-        if now - self.last < (0.2 if self.tty else 5.0) and done < total:
-            return
-        self.last = now
-        percent = f"{100 * done / total:5.1f}%" if total else ""
-        line = f"{self.what}: {percent} {_mb(done)} of {_mb(total)} {detail}".rstrip()
-        if self.tty:
-            write_raw(sys.stderr, "\r")  # the redraw is ours; the line itself is escaped like any text
-        print(line.ljust(79) if self.tty else line, end="" if self.tty else "\n", file=sys.stderr, flush=True)
-        self.shown = True
-
-    def finish(self) -> None:
-        if self.shown and self.tty:
-            print(file=sys.stderr)
-
-
-@contextmanager
-def _cancel_on_ctrl_c() -> Iterator[Any]:
-    """Ctrl+C sets the cancel token (the engine stops cleanly at the next chunk) instead of killing."""
-    from engines.types import CancelToken
-
-    token = CancelToken()
-    previous: Any = None
-    try:
-        previous = signal.signal(signal.SIGINT, lambda *_: token.cancel())
-    except ValueError:  # not the main thread
-        previous = None
-    try:
-        yield token
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
-
-
 def _devices(text: str) -> tuple[str, ...]:
-    from engines.errors import StudioError
-    from engines.models.library import DEVICE_CLASSES
+    from engines import DEVICE_CLASSES, StudioError
 
     devices = tuple(d.strip().lower() for d in text.split(",") if d.strip())
     unknown = [d for d in devices if d not in DEVICE_CLASSES]
@@ -213,9 +168,7 @@ def _devices(text: str) -> tuple[str, ...]:
 
 def run_import(args: argparse.Namespace) -> int:
     from app.terminal import print_json
-    from engines.errors import StudioError
-    from engines.models.import_manifest import IMAGENET_MEAN, IMAGENET_STD, ClassifierOptions, ImportDetails
-    from engines.models.importer import import_model
+    from engines import IMAGENET_MEAN, IMAGENET_STD, ClassifierOptions, ImportDetails, StudioError, import_model
 
     source = Path(args.path).expanduser()
     classifier = None
@@ -266,7 +219,7 @@ def run_import(args: argparse.Namespace) -> int:
 
 def run_remove(args: argparse.Namespace) -> int:
     from app.terminal import print_json
-    from engines.models.library import remove_model
+    from engines import remove_model
 
     removed = remove_model(args.name, paths.bundled_models_dir(), paths.user_models_dir())
     if args.json:
@@ -278,7 +231,7 @@ def run_remove(args: argparse.Namespace) -> int:
 
 def run_verify(args: argparse.Namespace) -> int:
     from app.terminal import print_json
-    from engines.models.library import find_model, scan_library, verify_model
+    from engines import find_model, scan_library, verify_model
 
     if args.name:
         entries = [find_model(args.name, paths.bundled_models_dir(), paths.user_models_dir())]
@@ -304,19 +257,22 @@ def run_verify(args: argparse.Namespace) -> int:
 
 
 def run_catalog(args: argparse.Namespace) -> int:
-    from app.settings import load_settings
+    from app.commands.models_scan import machine_scan
+    from app.storage.settings import settings_for_command
     from app.terminal import print_json
-    from engines.models.catalog import load_catalog, load_npu_availability
-    from engines.models.downloads import partial_bytes
+    from engines import load_catalog, load_npu_availability, npu_models, partial_bytes
 
     catalog = load_catalog(catalog_path())
     npus = load_npu_availability(catalog_path())
     user = paths.user_models_dir()
-    allowed = load_settings()[0].allow_downloads
+    allowed = settings_for_command().allow_downloads
+    found = [] if args.no_scan or not npus else machine_scan([], seconds=5.0).models
+    here = {n.ep: npu_models(found, n.ep) for n in npus}
     if args.json:
         print_json({
             "downloads_allowed": allowed,
-            "npu_by_vendor": [vars(n) | {"downloadable": list(n.downloadable)} for n in npus],
+            "npu_by_vendor": [vars(n) | {"downloadable": list(n.downloadable),
+                                         "found_here": [m.as_dict() for m in here[n.ep]]} for n in npus],
             "models": [{**e.as_dict(), "installed": (user / e.id).is_dir(), "partial_bytes": partial_bytes(user, e.id)}
                        for e in catalog],
         })
@@ -335,8 +291,14 @@ def run_catalog(args: argparse.Namespace) -> int:
     if npus:
         print("\nChat on the NPU, by vendor:")
         for n in npus:
-            here = ", ".join(n.downloadable) if n.downloadable else "none downloadable here"
-            print(f"  {n.vendor} ({short_ep_name(n.ep)}): {here}")
+            print(f"  {n.vendor} ({short_ep_name(n.ep)})")
+            listed = ", ".join(n.downloadable) if n.downloadable else "none in NPU Studio's catalog"
+            print(f"    To download: {listed}")
+            if not args.no_scan and EP_DEVICE_TYPE.get(n.ep) == DeviceType.NPU:
+                if not here[n.ep]:
+                    print("    On this machine: none found (`npu-studio models scan` says where it looked)")
+                for model in here[n.ep]:
+                    print(f"    On this machine: {model.name} ({model.tool}): {model.runs_here}")
             for text in (n.none_here, n.elsewhere):
                 if text:
                     print(f"    {text}")
@@ -344,13 +306,12 @@ def run_catalog(args: argparse.Namespace) -> int:
 
 
 def run_download(args: argparse.Namespace) -> int:
-    from app.settings import load_settings
+    from app.storage.settings import settings_for_command
     from app.terminal import print_json
-    from engines.models.catalog import find_entry, load_catalog
-    from engines.models.downloads import DownloadProgress, discard_partial, download_model
+    from engines import DownloadProgress, discard_partial, download_model, find_catalog_entry, load_catalog
 
-    entry = find_entry(load_catalog(catalog_path()), args.id)
-    allowed = bool(args.allow_download or load_settings()[0].allow_downloads)
+    entry = find_catalog_entry(load_catalog(catalog_path()), args.id)
+    allowed = bool(args.allow_download or settings_for_command().allow_downloads)
     user = paths.user_models_dir()
     if args.discard_partial:
         discard_partial(user, entry.id)

@@ -44,7 +44,7 @@ def _source(text: str) -> Path:
 
 
 def _default_out(source: Path) -> Path:
-    from engines.vision.float_source import FloatSource
+    from engines import FloatSource
 
     name = FloatSource.open(source).name
     return paths.user_models_dir() / f"{name}-qdq"
@@ -52,8 +52,7 @@ def _default_out(source: Path) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     from app.terminal import print_json
-    from engines.errors import StudioError
-    from engines.vision.quantize import QuantizeOptions, quantize_classifier
+    from engines import QuantizeOptions, StudioError, quantize_classifier
 
     if args.runs < 1:
         raise StudioError("--runs must be at least 1.", "Use e.g. --runs 20.")

@@ -1,0 +1,1 @@
+"""What the app keeps: conversations (SQLite), benchmark history, settings; safe with several writers."""
