@@ -2,7 +2,10 @@
 shows what is loading or compiling in the background.
 
 Views are added with `add_view(key, title, icon, widget)`; adding a key again replaces that view in
-place (how the Benchmark, Models and Settings placeholders are meant to be filled).
+place.
+
+The status bar never says "Ready" while something is still on its way: it reads "Starting…" until the
+first news of any work (the app starts by looking for devices, which says so at once).
 """
 
 from __future__ import annotations
@@ -23,11 +26,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.qtcompat import emit
-from ui.icons import icon
-from ui.screen_fit import available, minimum_for
-from ui.theme import colors
-from ui.widgets import MARGIN, BannerArea, EmptyState, Glyph, Spinner, muted_label
+from ui.common.icons import icon
+from ui.common.plain import plain_label
+from ui.common.screen_fit import available, minimum_for
+from ui.common.theme import colors
+from ui.common.widgets import MARGIN, BannerArea, Glyph, Spinner, muted_label
 
 APP_TITLE = "NPU Studio"
 SIDEBAR_WIDE = 208
@@ -46,17 +49,6 @@ class _View:
     icon_name: str
     widget: QWidget
     item: QListWidgetItem
-
-
-class PlaceholderView(QWidget):
-    """A view that another part of the app will provide; says so plainly."""
-
-    def __init__(self, title: str, icon_name: str, text: str, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(MARGIN, MARGIN, MARGIN, MARGIN)
-        self.empty = EmptyState(icon_name, title, text)
-        layout.addWidget(self.empty)
 
 
 class MainWindow(QMainWindow):
@@ -97,9 +89,12 @@ class MainWindow(QMainWindow):
         bar.setSizeGripEnabled(False)
         self.status_spinner = Spinner(14)
         bar.addWidget(self.status_spinner)
-        self.status_label = QLabel(tr("Ready"))
+        self.status_label = plain_label(tr("Starting…"), word_wrap=False)
         self.status_label.setAccessibleName(tr("Status"))
         bar.addWidget(self.status_label, 1)
+        self.status_spinner.start()
+        self.serving_label = muted_label("", word_wrap=False)  # "Serving at http://127.0.0.1:PORT"
+        bar.addPermanentWidget(self.serving_label)
         self.device_label = muted_label("", word_wrap=False)
         bar.addPermanentWidget(self.device_label)
 
@@ -167,9 +162,6 @@ class MainWindow(QMainWindow):
         if self.sidebar.currentRow() < 0:
             self.sidebar.setCurrentRow(0)
 
-    def add_placeholder(self, key: str, title: str, icon_name: str, text: str) -> None:
-        self.add_view(key, title, icon_name, PlaceholderView(title, icon_name, text))
-
     def view_keys(self) -> list[str]:
         return [v.key for v in self._views]
 
@@ -195,11 +187,12 @@ class MainWindow(QMainWindow):
     def _row_changed(self, row: int) -> None:
         if 0 <= row < len(self._views):
             self.stack.setCurrentWidget(self._views[row].widget)
-            emit(self.view_changed, self._views[row].key)
+            self.view_changed.emit(self._views[row].key)
 
     # --- status -----------------------------------------------------------------------------------
     def set_status(self, source: str, text: str) -> None:
-        """Background work per source (devices, vision, chat); the spinner runs while any is busy."""
+        """Background work per source (devices, vision, chat, ...); the spinner runs while any is busy and
+        "Ready" shows only when none is."""
         self._status.pop(source, None)  # the latest news is shown: an update moves its source last
         if text:
             self._status[source] = text
@@ -209,6 +202,9 @@ class MainWindow(QMainWindow):
         else:
             self.status_label.setText(tr("Ready"))
             self.status_spinner.stop()
+
+    def set_serving(self, text: str) -> None:
+        self.serving_label.setText(text)
 
     def set_device_summary(self, text: str) -> None:
         self.device_label.setText(text)
@@ -256,11 +252,11 @@ class MainWindow(QMainWindow):
         super().showEvent(event)
         if not self._shown:
             self._shown = True
-            QTimer.singleShot(0, lambda: emit(self.first_shown))
+            QTimer.singleShot(0, lambda: self.first_shown.emit())
 
     def closeEvent(self, event: QCloseEvent) -> None:
         if self.close_guard is not None and not self.close_guard():
             event.ignore()
             return
-        emit(self.closing)
+        self.closing.emit()
         event.accept()

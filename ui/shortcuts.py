@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from PySide6.QtCore import QCoreApplication, Qt
+from PySide6.QtCore import QCoreApplication
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QGridLayout, QLabel, QVBoxLayout, QWidget
+
+from engines import rich_text
+from ui.common.icons import icon
+from ui.common.plain import plain_label, rich_label
 
 
 # Keys that belong to a widget rather than the window (the sheet lists them too). The chat's send and
@@ -43,12 +47,13 @@ class ShortcutsSheet(QDialog):
         grid.setVerticalSpacing(6)
         self.rows = [*rows, *((keys, tr(what)) for keys, what in view_keys(enter_sends))]
         for row, (keys, what) in enumerate(self.rows):
-            key = QLabel(f"<b>{keys}</b>")
-            key.setTextFormat(Qt.TextFormat.RichText)
-            grid.addWidget(key, row, 0)
-            grid.addWidget(QLabel(what), row, 1)
+            grid.addWidget(rich_label(f"<b>{rich_text(keys)}</b>", word_wrap=False), row, 0)
+            grid.addWidget(plain_label(what, word_wrap=False), row, 1)
         layout.addLayout(grid)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
         buttons.rejected.connect(self.reject)
         buttons.accepted.connect(self.accept)
+        self.close_button = buttons.button(QDialogButtonBox.StandardButton.Close)
+        # The app's own icon, drawn in the theme's text colour (the platform's stays black on dark).
+        self.close_button.setIcon(icon("close"))
         layout.addWidget(buttons)

@@ -1,0 +1,1 @@
+"""The Benchmark view: the same model on every device, charts and history."""

@@ -1,0 +1,1 @@
+"""The Chat view: conversations, the transcript, the composer and the model's status."""

@@ -1,0 +1,1 @@
+"""The Server view: the local OpenAI-compatible server, its address, key and request log."""

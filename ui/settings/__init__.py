@@ -1,0 +1,1 @@
+"""The Settings view: appearance, defaults, the compiled-model cache and diagnostics."""
