@@ -27,10 +27,10 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from engines.bench.genai import chat_prompt_tokens, raw_genai_generate  # noqa: E402
-from engines.chat.conversation import ChatMessage, ChatOptions  # noqa: E402
 from engines.chat.generation import render_prompt  # noqa: E402
 from engines.chat.loaded import ChatModel  # noqa: E402
 from engines.chat.model import genai  # noqa: E402
+from engines.chat.types import ChatMessage, ChatOptions  # noqa: E402
 from engines.types import DeviceChoice  # noqa: E402
 
 PROMPT = "Write a long story about a dragon who learns to bake bread."
@@ -146,6 +146,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     args = parser.parse_args(argv)
+    from tests.bench import environment
+
+    environment.banner()  # the versions measured, and a warning when they are not the lock's
     if not (args.model / "genai_config.json").is_file():
         print(f"{args.model} is missing: run `python assets/recipes/build_demo_models.py --only chat`.")
         return 2

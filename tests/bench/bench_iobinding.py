@@ -41,6 +41,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=60, help="calls per variant and batch size")
     parser.add_argument("--batch", default="1,8", help="comma-separated batch sizes")
     args = parser.parse_args()
+    from tests.bench import environment
+
+    environment.banner()  # the versions measured, and a warning when they are not the lock's
     if not (args.model / "manifest.json").is_file():
         print(
             f"No model at {args.model}. Build it: .venv/bin/python assets/recipes/build_demo_models.py "

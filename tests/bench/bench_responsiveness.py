@@ -111,6 +111,9 @@ def main() -> int:
     parser.add_argument("--photos", type=int, default=50)
     parser.add_argument("--tokens", type=int, default=200)
     args = parser.parse_args()
+    from tests.bench import environment
+
+    environment.banner()  # the versions measured, and a warning when they are not the lock's
 
     app = create_application()
     studio = Studio(app, preload=False)
@@ -124,7 +127,7 @@ def main() -> int:
     studio.load_classifier()
     studio.load_chat_model()
     pump_until(app, lambda: studio.vision.worker.session_count > 0, 300, "the classifier")
-    pump_until(app, lambda: bool(studio.chat_view.model_info), 300, "the chat model")
+    pump_until(app, lambda: bool(studio.chat_view.status.info), 300, "the chat model")
 
     stalls, seconds = run_probe(app, probe, lambda: None, lambda: probe.clock.elapsed() > 2000)
     rows.append(summary("idle (floor)", stalls, seconds))
@@ -132,10 +135,11 @@ def main() -> int:
     studio.window.show_view("chat")
     view = studio.chat_view
     view.panel.set_options({"max_new_tokens": args.tokens, "repetition_penalty": 1.2})
-    stalls, seconds = run_probe(app, probe, lambda: view.send_text(CHAT_PROMPT), lambda: not view.generating)
-    if not view.messages:
+    session = view.session
+    stalls, seconds = run_probe(app, probe, lambda: session.send_text(CHAT_PROMPT), lambda: not session.generating)
+    if not view.session.messages:
         raise SystemExit(f"chat did not run: {view.banners.messages()}")
-    answer = view.messages[-1]
+    answer = view.session.messages[-1]
     tokens = answer.stats.get("generated_tokens", 0)
     rows.append(summary(f"chat streaming ({tokens} tokens)", stalls, seconds))
 
@@ -147,7 +151,7 @@ def main() -> int:
     studio.window.show_view("classify")
     cv = studio.classify_view
     stalls, seconds = run_probe(app, probe, lambda: cv.classify_paths([str(folder)]), lambda: not cv.busy)
-    rows.append(summary(f"classify batch ({len(cv.results.results)} photos)", stalls, seconds))
+    rows.append(summary(f"classify batch ({len(cv.batch.results.results)} photos)", stalls, seconds))
 
     print(
         f"UI-thread stalls (timer every {INTERVAL_MS} ms; stall = lateness of a tick), targets: "

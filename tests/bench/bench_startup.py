@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
 TARGET_S = 1.5
 
 
@@ -56,6 +58,9 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--strict", action="store_true", help="exit 1 when the target is missed")
     args = parser.parse_args()
+    from tests.bench import environment
+
+    environment.banner()  # the versions measured, and a warning when they are not the lock's
     plain: list[dict[str, float | bool]] = []
     loaded: list[dict[str, float | bool]] = []
     one_run(False)  # warm the OS file cache once; not counted

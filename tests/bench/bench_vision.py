@@ -70,6 +70,9 @@ def main() -> int:
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     parser.add_argument("--record", action="store_true", help="store the figures in docs/PERFORMANCE.md")
     args = parser.parse_args()
+    from tests.bench import environment
+
+    environment.banner()  # the versions measured, and a warning when they are not the lock's
 
     settings = SessionSettings(intra_op_threads=args.threads)
     clf = ImageClassifier.from_folder(args.model, DeviceChoice.parse("cpu"), settings=settings)
