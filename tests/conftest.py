@@ -68,16 +68,16 @@ def fake_runtime() -> Iterator[Callable[[Any], Any]]:
     """`fake_runtime(FakeOrt(...))` puts a fake onnxruntime at the engines' runtime boundary for one test;
     the real one (and a clean plugin registry) is back afterwards."""
     from engines import runtime
-    from engines.runtime import devices
+    from engines.runtime import registration
 
     def install(fake: Any) -> Any:
-        devices.reset_registrations()
+        registration.reset_registrations()
         runtime.use_fake(fake)
         return fake
 
     yield install
     runtime.use_fake(None)
-    devices.reset_registrations()
+    registration.reset_registrations()
 
 
 @pytest.fixture(scope="session")

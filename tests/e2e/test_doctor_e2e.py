@@ -16,9 +16,9 @@ def test_doctor_with_the_demo_models(
     demo_classifier: Path, demo_chat_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from app.cli import run
-    from engines.runtime import devices
+    from engines.runtime import registration
 
-    devices.reset_registrations()
+    registration.reset_registrations()
     code = run(["doctor", "--out", str(tmp_path / "doctor"), "--json"])
     data = json.loads(capsys.readouterr().out)
 

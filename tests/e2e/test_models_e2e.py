@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from engines.chat.conversation import ChatOptions
 from engines.chat.loaded import ChatModel
+from engines.chat.types import ChatOptions
 from engines.models.library import ModelFile, folder_digest
-from engines.models.manifest import load_manifest
+from engines.models.manifest import read_manifest
 from engines.types import DeviceChoice
 
 pytestmark = pytest.mark.e2e
@@ -27,7 +27,7 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _digest(folder: Path) -> str:
-    return folder_digest(ModelFile(f["path"], f["size"], f["sha256"]) for f in load_manifest(folder)["files"])
+    return folder_digest(ModelFile(f.path, f.size or 0, f.sha256 or "") for f in read_manifest(folder).files)
 
 
 def test_list_shows_the_demo_models_with_size_sha256_and_devices(
@@ -107,7 +107,7 @@ def test_an_imported_onnx_classifier_classifies_through_the_cli(
     assert result.returncode == 0, result.stderr
     imported = json.loads(result.stdout)
     assert imported["name"] == "effnet" and imported["precision"] == "fp32"
-    spec = load_manifest(Path(imported["folder"]))["classifier"]
+    spec = read_manifest(Path(imported["folder"])).classifier or {}
     assert spec["input_size"] == [224, 224] and spec["layout"] == "NCHW" and spec["output_kind"] == "logits"
     assert spec["num_classes"] == 1000 and spec["input"] == "input" and spec["output"] == "logits"
     answer = cli("classify", str(samples / "coffee.png"), "--model", "effnet", "--device", "cpu", "--json")

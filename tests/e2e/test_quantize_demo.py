@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 import pytest
 
-from engines.models.manifest import load_manifest, verify_files
+from engines.models.manifest import read_manifest, verify_files
 from engines.models.variants import qdq_variants, resolve_variant
 from engines.types import DeviceChoice
 from engines.vision.classifier import ImageClassifier
@@ -30,17 +29,19 @@ def test_quantize_the_demo_classifier(
     agreement = re.search(r"Top-1 agreement with the float model: (\d+)/(\d+) photos", printed)
     assert agreement is not None
     agree, total = int(agreement.group(1)), int(agreement.group(2))
-    assert total == 6 and agree >= 5
+    photos = [p for p in samples.iterdir() if p.suffix.lower() in {".png", ".jpg", ".jpeg"}]
+    assert total == len(photos) >= 4 and agree >= total - 1
     latency = re.search(r"float ([\d.]+) ms, QDQ ([\d.]+) ms", printed)
     assert latency is not None and float(latency.group(1)) > 0 and float(latency.group(2)) > 0
 
-    manifest = load_manifest(out)
-    assert verify_files(out, manifest) == []
-    assert manifest["precision"] == "qdq-a16w8" and manifest["devices"] == ["npu"]
-    assert manifest["source"]["derived_from"] == "efficientnet-lite0"
-    float_manifest = json.loads((demo_classifier / "manifest.json").read_text())
+    manifest = read_manifest(out)
+    assert verify_files(manifest) == []
+    assert manifest.precision == "qdq-a16w8" and manifest.devices == ("npu",)
+    assert manifest.derived_from == "efficientnet-lite0"
+    made, original = manifest.classifier, read_manifest(demo_classifier).classifier
+    assert made is not None and original is not None
     for key in ("mean", "std", "input_size", "resize_shorter", "layout", "color", "labels"):
-        assert manifest["classifier"][key] == float_manifest["classifier"][key], key
+        assert made[key] == original[key], key
     assert (out / "labels.txt").read_bytes() == (demo_classifier / "labels.txt").read_bytes()
 
     # The variant is what an NPU choice loads, and it classifies like the float model on the CPU EP.

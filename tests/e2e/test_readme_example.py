@@ -34,3 +34,12 @@ def test_the_readme_script_refuses_without_an_npu_and_classifies_on_the_cpu(
     on_cpu = _run(code.replace('"npu", strict=True', '"cpu", strict=True'), tmp_path)
     assert on_cpu.returncode == 0, on_cpu.stderr
     assert "CPU — all" in on_cpu.stdout and "espresso" in on_cpu.stdout
+
+
+def test_the_readme_chat_lines_answer_through_the_chat_service(demo_chat_model: Path, tmp_path: Path) -> None:
+    section = (REPO / "README.md").read_text(encoding="utf-8").split("### From your own script", 1)[1]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert len(blocks) >= 2 and "engines.open_chat" in blocks[1], "the README shows the chat lines"
+    result = _run("import engines\n" + blocks[1], tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "Paris" in result.stdout and "CPU" in result.stdout

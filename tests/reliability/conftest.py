@@ -83,7 +83,7 @@ def shorten(text: str, basetemp: str) -> str:
     if basetemp:
         text = re.sub(re.escape(basetemp) + r"[/\\][^/\\\s'\")]+", "<tmp>", text)
     text = re.sub(r"\b\d{8}-\d{6}\b", "<time>", text)  # backup names: settings.json.bad-20260101-120000
-    text = re.sub(r"(\.import-[^/\\\s]+-)p\d+-[a-z0-9_]{8}\b", r"\1<random>", text)  # work folders: pid, random
+    text = re.sub(r"(\.import-[^/\\\s]+-)p\d+(?:s[0-9a-z]+)?-[a-z0-9_]{8}\b", r"\1<random>", text)  # pid, start, random
     text = re.sub(r"(\.import-[^/\\\s]+-)[a-z0-9_]{8}\b", r"\1<random>", text)  # tempfile.mkdtemp suffixes
     return text.replace(str(REPO), "<repo>")
 

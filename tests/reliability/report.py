@@ -44,14 +44,30 @@ CATEGORIES: dict[str, str] = {
         "overrides or bytes that are not UTF-8: shown as visible escapes in text mode and in the app, "
         "valid whole JSON in `--json` mode."
     ),
+    "Output channels": (
+        "Where the CLI's output goes: a stdout that is not UTF-8 (a Windows redirect in cp1252 or cp932, a Latin-1 "
+        "or ASCII locale), a reader that goes away (`| head`, `| true`), a full or closed stdout. Machine output "
+        "is UTF-8 whatever the locale, human output degrades and never fails, a closed pipe ends quietly, "
+        "anything else is one line, and none of it is reported as a device or engine failure (app/terminal.py)."
+    ),
+    "No display": (
+        "The desktop app started where its window cannot open: no display (SSH), a DISPLAY where no X server "
+        "answers, a library of Qt's xcb plugin missing. One line before Qt starts (app/display.py), never Qt's "
+        "abort."
+    ),
     "Options": "Command-line options out of range or malformed: refused with the option named, before any work.",
+    "Message text": (
+        "What a user types or pastes into a chat (a message, the system prompt, a document, an earlier "
+        "answer) holding the model's own control tokens: read as text, so the only control tokens the "
+        "model sees are the ones its chat template puts between the messages (engines/chat/control_tokens.py)."
+    ),
     "Model code": (
         "Models whose graph or chat template never finishes, recurses until the stack overflows or allocates "
         "without end: tried once in a bounded child process (engines/models/trial.py), never in the process "
         "that asked; every later render of a user model's chat template runs in the chat engine's child "
-        "process, bounded in time and memory (app/chat_bounds.py), in the CLI and in the app alike. A user "
+        "process, bounded in time and memory (engines/chat/bounds.py), in the CLI and in the app alike. A user "
         "model whose graph hangs only while generating is stopped at its token bound (the trial's time "
-        "limit), and Stop always stops: an engine that does not answer it is killed (app/chat_watch.py)."
+        "limit), and Stop always stops: an engine that does not answer it is killed (engines/chat/watch.py)."
     ),
     "Damaged state": (
         "Files NPU Studio reads back (settings, model manifests and configs, benchmark history, the "
@@ -70,7 +86,41 @@ CATEGORIES: dict[str, str] = {
         "Seeded random mutations of the demo model folders' JSON files and manifest, each run through the "
         "CLI in a child process with an audit hook on every file it opens."
     ),
+    "Names on disk": (
+        "Model, download, quantize and export names checked against Windows' rules on every platform "
+        "(engines/names.py): reserved device names, trailing dots and spaces, forbidden characters, 255-byte "
+        "components, names that differ only in case."
+    ),
+    "Exports": (
+        "CSV and Markdown exports of hostile labels, names and answers: no cell a spreadsheet runs as a formula, "
+        "no message that forges a turn (engines/csvfile.py, app/storage/export.py)."
+    ),
+    "Diagnostics": (
+        "The diagnostics zip users attach to public bug reports: bait secrets in every settings field, in "
+        "paths, the environment, conversation titles and logs, none of them in the zip (app/diagnostics.py, "
+        "engines/redaction.py)."
+    ),
+    "Concurrent writers": (
+        "Several real processes (the app, a second window, CLI commands) writing one store at the same moment: "
+        "nothing any of them wrote is lost, no two share a temporary file (engines/shared_files.py)."
+    ),
+    "Photo folders": (
+        "Folders of photos with bad entries (loops of links, links to nothing, pipes, sub-folders, files that are "
+        "not photos) or that cannot be read, through the CLI and the Classify view, which walk them the same way "
+        "(engines/photo_folders.py): each bad entry is reported and skipped, the rest is classified."
+    ),
+    "Offline": (
+        "No network: a download whose server is never reached says so, prints each warning once and leaves "
+        "nothing behind (engines/models/downloads.py); every process that loads ONNX Runtime or "
+        "onnxruntime-genai turns their telemetry off, at the one place each is imported (engines/runtime)."
+    ),
     "Soak": "Long runs in one process: memory, threads and file handles after warm-up.",
+    "Models found on this machine": (
+        "Folders other tools keep (a Foundry Local cache, a Hugging Face cache) next to broken folders, loops "
+        "of links, links out, a pipe and a 10,000-file tree: `npu-studio models scan` in a child process "
+        "with the fuzz's audit hook on every file it opens and every module it imports, and models added by "
+        "reference whose files then change."
+    ),
 }
 PASS, FAIL = "pass", "FAIL"
 

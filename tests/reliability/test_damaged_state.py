@@ -14,11 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from app import bench_history, paths
-from app.bench_history import BenchHistory
+from app import paths
 from app.cli import run
-from app.settings import Settings, load_settings
-from app.storage import ConversationStore
+from app.storage import bench_history
+from app.storage.bench_history import BenchHistory
+from app.storage.conversations import ConversationStore
+from app.storage.settings import Settings, load_settings
 from engines.bench.data import BenchRun, DeviceResult
 from tests.reliability.conftest import Recorder
 from tests.unit.tiny_models import colour_classifier
@@ -75,7 +76,8 @@ def test_settings_with_every_value_of_the_wrong_type(reliability: Recorder) -> N
     path.write_text(json.dumps({"theme": {"a": [1]}, "top_k": 1e308, "chat_options": [1], "strict": "yes",
                                 "device": None, "window_geometry": 5}), encoding="utf-8")  # fmt: skip
     settings, notice = load_settings()
-    reliability.record(CATEGORY, "settings.json with every value of the wrong type", "each bad key reset", notice)
+    reliability.record(CATEGORY, "settings.json with every value of the wrong type",
+                       "each bad value named and ignored", notice)
     assert notice is not None and settings == Settings()
 
 
@@ -211,7 +213,7 @@ def test_database_values_of_the_wrong_type_do_not_stop_the_app(name: str, sql: s
 
 
 def test_a_damaged_user_model_still_leaves_the_app_library_usable(tmp_path: Path, reliability: Recorder) -> None:
-    from app.models_host import ModelsWorker
+    from app.hosts.models import ModelsWorker
 
     good = paths.user_models_dir() / "good"
     shutil.copytree(colour_classifier(tmp_path / "good"), good)

@@ -17,11 +17,12 @@ from PIL import Image
 
 from app.cli import run
 from engines import runtime
-from engines.chat.conversation import ChatOptions, Conversation, GenerationFailedError, StopReason
+from engines.chat.conversation import Conversation, GenerationFailedError
 from engines.chat.loaded import ChatModel
 from engines.chat.model import genai, use_fake_genai
+from engines.chat.types import ChatOptions, StopReason
 from engines.errors import GenerationError
-from engines.runtime import devices
+from engines.runtime import registration
 from engines.runtime.fallback import HEALTH
 from engines.types import CancelToken, DeviceChoice
 from tests.reliability.conftest import Recorder
@@ -49,7 +50,7 @@ def photos(tmp_path: Path) -> Path:
 def fake_runtime() -> Iterator[None]:
     yield
     runtime.use_fake(None)
-    devices.reset_registrations()
+    registration.reset_registrations()
     HEALTH.reset()
 
 
@@ -102,7 +103,7 @@ def test_a_device_lost_mid_run_moves_the_work_or_stops_clearly(
     laptop = directml_laptop if ep == "DmlExecutionProvider" else snapdragon
     fake = laptop(graph_ops=OPS, supported_ops=supported)
     runtime.use_fake(fake)
-    devices.reset_registrations()
+    registration.reset_registrations()
     model = colour_classifier(tmp_path / "colours")
     args = ["classify", str(photos), "--model", str(model), "--device", device, "--json"]
     code = run([*args, "--strict"] if strict else args)

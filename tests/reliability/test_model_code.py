@@ -187,22 +187,23 @@ def test_a_model_that_passed_is_not_tried_again_until_it_changes(
 def test_the_apps_chat_engine_survives_a_template_that_crashes(
     demo_chat_model: Path, tmp_path: Path, reliability: Recorder
 ) -> None:
-    from app.chat_process import ChatProcess, error_from_payload
+    from engines.chat.bounded import EngineProcess
+    from engines.chat.requests import ChatRequest, Failed
     from engines.types import DeviceChoice
 
     folder = chat_folder(demo_chat_model, tmp_path / "evil-llm", TEMPLATES[0][1])
-    engine = ChatProcess()
+    engine = EngineProcess()
     try:
-        event = engine.request(("load", str(folder), DeviceChoice.parse("cpu")), lambda e: None, None, lambda: False)
-        if event[0] == "loaded":  # the template runs at the first answer
-            event = engine.request(("generate", "send", 1, "hi", [], "", {}), lambda e: None, None, lambda: False)
-        assert event[0] == "failed"
-        message = error_from_payload(event[1]).user_text()
+        event = engine.load(str(folder), DeviceChoice.parse("cpu"), lambda e: None, None)
+        if isinstance(event, tuple) and event[0] == "loaded":  # the template runs at the first answer
+            event = engine.request(("answer", ChatRequest.send([], "hi")), lambda e: None, None)
+        assert isinstance(event, Failed)
+        message = event.error.user_text()
         reliability.record(CATEGORY, "the app's chat engine: a template that crashes",
                            "an error in the view; the app lives; the engine restarts", message)  # fmt: skip
         assert "stopped unexpectedly" in message or "crashed" in message
         good = chat_folder(demo_chat_model, tmp_path / "good-llm")
-        assert engine.request(("load", str(good), DeviceChoice.parse("cpu")), lambda e: None, None,
-                              lambda: False)[0] == "loaded"  # fmt: skip
+        loaded = engine.load(str(good), DeviceChoice.parse("cpu"), lambda e: None, None)
+        assert isinstance(loaded, tuple) and loaded[0] == "loaded"
     finally:
         engine.close()

@@ -1,5 +1,5 @@
 """A bounded soak: 2,000 classifications on the demo classifier and 100 chat turns in one process, as
-the app's workers run them (`ImageClassifier`, and `ChatSession`, the code of the chat engine process).
+the app's workers run them (`ImageClassifier`, and `ChatSession`, the code of the chat engine child).
 
 After a warm-up, resident memory may grow by at most 10 %, and no thread or open file may be left
 behind. `--long-soak` (or NPU_STUDIO_LONG_SOAK=1) runs 20,000 classifications and 1,000 chat turns on
@@ -20,7 +20,9 @@ import psutil
 import pytest
 from PIL import Image
 
-from app.chat_process import ChatSession
+from engines.chat.requests import ChatRequest, Text
+from engines.chat.session import ChatSession
+from engines.chat.types import ChatMessage, ChatOptions
 from engines.errors import ImageError
 from engines.types import CancelToken, DeviceChoice
 from engines.vision.classifier import ImageClassifier
@@ -80,6 +82,11 @@ def token_canceller(token: CancelToken) -> Callable[[str], None]:
     return on_text
 
 
+def streamed(on_text: Callable[[str], None]) -> Callable[[object], None]:
+    """An event sink that hands the answer's text to `on_text`."""
+    return lambda event: on_text(event.text) if isinstance(event, Text) else None
+
+
 class Work:
     """Classifications (single photos, batches, bytes) and chat turns, in the proportions of the plan."""
 
@@ -131,19 +138,12 @@ class Work:
             # One turn in five is stopped as soon as its answer shows (the first text reaching the UI).
             on_text = token_canceller(token) if self.rng.random() < 0.2 else (lambda _piece: None)
             text = f"Question number {self.turns}: what is {self.turns} plus one?"
-            data = self.chat.generate(
-                "send",
-                self._conversation,
-                text,
-                list(self._history),
-                "",
-                {"max_new_tokens": 24},
-                on_started=lambda _id: None,
-                on_text=on_text,
-                cancel=token,
-            )
-            self.cancelled += data["stop_reason"] == "cancelled"
-            self._history += [("user", text), ("assistant", str(data["text"]))]
+            history = [ChatMessage(role, content) for role, content in self._history]
+            request = ChatRequest.send(history, text, options=ChatOptions(max_new_tokens=24),
+                                       conversation=self._conversation, cancel=token)  # fmt: skip
+            done = self.chat.answer(request, streamed(on_text))
+            self.cancelled += done.stop_reason == "cancelled"
+            self._history += [("user", text), ("assistant", done.text)]
             self.turns += 1
 
 
@@ -152,8 +152,7 @@ def _soak(
 ) -> tuple[Snapshot, Snapshot, Work, float]:
     choice = DeviceChoice.parse("cpu")
     classifier = ImageClassifier.from_folder(classifier_folder, choice)
-    chat = ChatSession()
-    chat.load(str(chat_folder), choice, on_status=lambda _text: None)
+    chat = ChatSession.load(chat_folder, choice)
     work = Work(classifier, chat, photos)
     work.classify(plan.warmup_classifications)
     work.chat_turns(plan.warmup_turns)

@@ -8,6 +8,7 @@ user meets them, with the message they see.)"""
 from __future__ import annotations
 
 import errno
+import os
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -15,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from app import settings as settings_mod
-from app.settings import Settings, load_settings, save_settings, settings_path
-from app.storage import ConversationStore
+from app.storage.conversations import ConversationStore
+from app.storage.settings import Settings, load_settings, save_settings, settings_path
+from engines import shared_files
 from engines.errors import StorageError
 from tests.fixtures.crashes import KILL_MID_SETTINGS_WRITE, kill_at_commit, run_child
 from tests.reliability.conftest import Recorder
@@ -49,15 +50,21 @@ def test_damaged_settings_start_with_defaults_a_backup_and_a_notice(
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(content)
     settings, notice = load_settings()
-    reliability.record(CATEGORY, name, "defaults (for the bad keys), a backup, a notice", notice)
+    if words == "damaged":
+        expected = "defaults, the damaged file set aside, a notice"
+    else:
+        expected = "each bad value named and ignored, the file kept as it is until a save replaces it (then copied)"
+    reliability.record(CATEGORY, name, expected, notice)
     assert notice is not None and words in notice
-    assert list(path.parent.glob("settings.json.bad-*")), "the old file is kept"
     if name.startswith("settings.json has wrong types"):
         assert (settings.top_k, settings.theme, settings.device) == (Settings().top_k, Settings().theme, "cpu")
+        assert path.read_bytes() == content, "the user's file is untouched by reading it"
     else:
         assert settings == Settings()
+        assert list(path.parent.glob("settings.json.bad-*")), "the old file is kept"
     save_settings(_custom())  # and the app can save again
     assert load_settings() == (_custom(), None)
+    assert list(path.parent.glob("settings.json.bad-*")), "the old file is kept"
 
 
 def test_settings_path_that_is_a_folder(reliability: Recorder) -> None:
@@ -74,7 +81,7 @@ def _fail(monkeypatch: pytest.MonkeyPatch, where: str, exc: OSError) -> None:
     def boom(*_args: object, **_kwargs: object) -> Any:
         raise exc
 
-    target = settings_mod.tempfile if where == "mkstemp" else settings_mod.os
+    target = shared_files.tempfile if where == "mkstemp" else os
     monkeypatch.setattr(target, where, boom)
 
 

@@ -1,6 +1,6 @@
 """A chat template that misbehaves only on some input (here: a user message that is exactly "boom") passes
 the model's first trial, then crashes, hangs or allocates without end on that message. Every render of a
-user model's template runs in the chat engine's child process (app/chat_bounds.py): through `chat
+user model's template runs in the chat engine's child process (engines/chat/bounds.py): through `chat
 --prompt` and the interactive CLI the caller lives, says so in one `npu-studio: error:` line and exits 2;
 nothing runs past the render bound, and Ctrl+C stops a render that hangs."""
 

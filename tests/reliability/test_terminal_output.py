@@ -160,15 +160,15 @@ def _hostile_stream(monkeypatch: pytest.MonkeyPatch, inject: str) -> None:
     """The real model answers, and every streamed piece carries `inject` (as a hostile model could)."""
     from engines.chat.conversation import Conversation
 
-    real: Callable[..., Any] = Conversation.send
+    real: Callable[..., Any] = Conversation._respond  # every answer, whole or stepped in turn, is made here
     monkeypatch.setenv("NPU_STUDIO_CHAT_IN_PROCESS", "1")  # the patched engine runs in this process
 
-    def send(self: Conversation, text: str, *args: Any, on_text: Callable[[str], None] | None = None,
-             **kwargs: Any) -> Any:  # fmt: skip
+    def respond(self: Conversation, messages: Any, on_text: Callable[[str], None] | None = None,
+                *args: Any, **kwargs: Any) -> Any:  # fmt: skip
         wrapped = None if on_text is None else (lambda piece: on_text(inject + piece))
-        return real(self, text, *args, on_text=wrapped, **kwargs)
+        return real(self, messages, wrapped, *args, **kwargs)
 
-    monkeypatch.setattr(Conversation, "send", send)
+    monkeypatch.setattr(Conversation, "_respond", respond)
 
 
 @pytest.mark.parametrize("what", ["an OSC 52 clipboard write", "a right-to-left override", "a one-byte C1 CSI (0x9b)"])

@@ -53,26 +53,6 @@ def no_running_qthreads(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     assert not leaked, f"QThread(s) still running after the test: {', '.join(leaked)}"
 
 
-# --- PySide6 6.12.0 drops a reference to True per Python-side emit()/disconnect() -------------------
-
-
-@pytest.fixture(autouse=True)
-def keep_true_alive() -> Iterator[None]:
-    """pytest-qt's signal blockers emit and disconnect from Python; on a PySide6 with the defect that
-    app.qtcompat works around, each test would take references away from True until CPython aborts.
-    Give back what a test took (an extra reference to True is harmless)."""
-    import ctypes
-    import sys
-
-    from app.qtcompat import returns_borrowed_bool
-
-    before = sys.getrefcount(True)
-    yield
-    if returns_borrowed_bool():
-        for _ in range(max(0, before - sys.getrefcount(True))):
-            ctypes.pythonapi.Py_IncRef(ctypes.py_object(True))
-
-
 # --- unexpected warnings fail the test -------------------------------------------------------------
 
 

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engines.errors import GenerationError
 from engines.types import CPU_EP, CancelToken, Classification, ClassScore, DeviceChoice, Placement
 
 
@@ -66,7 +65,9 @@ class FakeConversation:
     def close(self) -> None:
         self.closed = True
 
-    def _answer(self, on_text: Callable[[str], None] | None, cancel: CancelToken | None) -> FakeStats:
+    def _answer(
+        self, on_text: Callable[[str], None] | None, cancel: CancelToken | None
+    ) -> Generator[None, None, FakeStats]:
         if self.model.error is not None:
             raise self.model.error
         pieces: list[str] = []
@@ -80,40 +81,41 @@ class FakeConversation:
             pieces.append(piece)
             if on_text is not None:
                 on_text(piece)
+            yield
         self.messages.append(FakeMessage("assistant", "".join(pieces)))
         return FakeStats(len(pieces), reason, context_used=sum(len(m.content) for m in self.messages))
 
-    def send(self, text: str, on_text: Any = None, cancel: CancelToken | None = None) -> FakeStats:
-        self.model.requests.append(("send", text, [(m.role, m.content) for m in self.messages]))
-        self.messages.append(FakeMessage("user", text))
-        return self._answer(on_text, cancel)
-
-    def regenerate(self, on_text: Any = None, cancel: CancelToken | None = None) -> FakeStats:
-        self.model.requests.append(("regenerate", "", [(m.role, m.content) for m in self.messages]))
-        if not self.messages or self.messages[-1].role != "assistant":
-            raise GenerationError("There is no answer to regenerate yet.")
-        self.messages.pop()
-        return self._answer(on_text, cancel)
-
-    def edit_last(self, text: str, on_text: Any = None, cancel: CancelToken | None = None) -> FakeStats:
-        self.model.requests.append(("edit", text, [(m.role, m.content) for m in self.messages]))
-        last_user = max(i for i, m in enumerate(self.messages) if m.role == "user")
-        del self.messages[last_user:]
-        self.messages.append(FakeMessage("user", text))
-        return self._answer(on_text, cancel)
-
-    def continue_last(self, on_text: Any = None, cancel: CancelToken | None = None) -> FakeStats:
-        self.model.requests.append(("continue", "", [(m.role, m.content) for m in self.messages]))
-        if not self.messages or self.messages[-1].role != "assistant":
-            raise GenerationError("There is no answer to continue.")
-        earlier = self.messages.pop().content
-        stats = self._answer(on_text, cancel)
-        self.messages[-1] = FakeMessage("assistant", earlier + self.messages[-1].content)
+    def answer_steps(
+        self,
+        messages: list[Any],
+        on_text: Any = None,
+        cancel: CancelToken | None = None,
+        *,
+        prefix: str = "",
+        stop: Any = (),
+        guidance: Any = None,
+        drop_oldest: bool = True,
+    ) -> Generator[None, None, FakeStats]:
+        """What the chat service asks of a conversation, a piece per step: answer the last user message of
+        `messages` (`prefix`: go on from the answer's start). The request is logged as the turn it is, told
+        apart from the transcript this conversation held before: send, regenerate, edit or continue."""
+        before = [(m.role, m.content) for m in self.messages]
+        asked = [(m.role, m.content) for m in messages]
+        if prefix:
+            kind, text = "continue", ""
+        elif before and len(asked) <= len(before) and asked == before[: len(asked)]:
+            kind, text = "regenerate", ""
+        elif before and len(asked) <= len(before) and asked[:-1] == before[: len(asked) - 1]:
+            kind, text = "edit", asked[-1][1]
+        else:
+            kind, text = "send", asked[-1][1]
+        self.model.requests.append((kind, text, asked[:-1] if kind in ("send", "edit") else before))
+        self.model.answered += 1
+        self.messages = [FakeMessage(role, content) for role, content in asked]
+        stats = yield from self._answer(on_text, cancel)
+        if prefix:
+            self.messages[-1] = FakeMessage("assistant", prefix + self.messages[-1].content)
         return stats
-
-    def restore(self, messages: list[Any]) -> None:
-        self.model.restored += 1
-        self.messages = [FakeMessage(m.role, m.content) for m in messages]
 
 
 @dataclass
@@ -123,7 +125,8 @@ class FakeChatModel:
     error: BaseException | None = None
     stop_reason: str = "eos"  # "length": every answer ends at the length limit
     requests: list[tuple[str, str, list[tuple[str, str]]]] = field(default_factory=list)
-    restored: int = 0
+    answered: int = 0
+    conversations: int = 0  # conversations made (each with its own generator in a real model)
     ep: str = CPU_EP
     device: str = "CPU"
 
@@ -134,10 +137,15 @@ class FakeChatModel:
     def context_window(self, options: Any) -> int:
         return 2048
 
+    def prompt_tokens(self, system_prompt: str, messages: list[Any], prefix: str = "") -> int:
+        """A stand-in count: one token per word of the prompt."""
+        return len(" ".join([system_prompt, *(m.content for m in messages), prefix]).split())
+
     def describe(self) -> str:
         return "fake on CPU"
 
     def new_conversation(self, system_prompt: str = "", options: Any = None) -> FakeConversation:
+        self.conversations += 1
         return FakeConversation(self, system_prompt, options)
 
 
@@ -189,3 +197,27 @@ def loader_for(model: FakeChatModel) -> Callable[[Path, DeviceChoice], FakeChatM
         return model
 
     return load
+
+
+def opener_for(make: Callable[[Path, DeviceChoice], Any]) -> Callable[[Path, DeviceChoice, Callable[[str], None]], Any]:
+    """A classifier opener (app.hosts.vision.ClassifierOpener) over a fake engine made per device choice,
+    through the engines' own fallback path (engines.api.classifier_over), as the real opener is."""
+
+    def open_classifier(folder: Path, choice: DeviceChoice, on_progress: Callable[[str], None]) -> Any:
+        from engines.api import classifier_over
+        from engines.models.lookup import locate_model
+
+        return classifier_over(lambda where: make(folder, where), choice, locate_model(folder))
+
+    return open_classifier
+
+
+def shown_scores(bars: Any) -> list[tuple[str, str]]:
+    """(label, percentage) of each row a ProbabilityBars shows: the whole labels, as the model gave them."""
+    return [(lbl.full_text(), val.text()) for lbl, val in zip(bars.labels, bars.values, strict=True) if val.text()]
+
+
+def shows_photo(drop_zone: Any) -> bool:
+    """Whether a DropZone shows a photo (not its 56 px placeholder glyph)."""
+    shown = drop_zone.image.pixmap()
+    return shown is not None and not shown.isNull() and max(shown.width(), shown.height()) > 56

@@ -46,8 +46,8 @@ def _classify_once(studio: Any, qtbot: Any, photo: Path) -> None:
     studio.choice_model.set_text("npu")
     view = studio.classify_view
     view.classify_paths([str(photo)])
-    qtbot.waitUntil(lambda: not view.busy and bool(view.results.results), timeout=TIMEOUT)
-    assert "red" in view.result_title.text()
+    qtbot.waitUntil(lambda: not view.busy and bool(view.batch.results.results), timeout=TIMEOUT)
+    assert "red" in view.result_panel.title.text()
 
 
 def test_the_second_app_start_loads_the_compiled_model_like_the_cli(
@@ -78,8 +78,8 @@ def test_the_second_app_start_loads_the_compiled_model_like_the_cli(
     view = second.settings_view
     with qtbot.waitSignal(second.settings_host.cache_listed, timeout=TIMEOUT):
         second.window.show_view("settings")
-    assert view.cache_table.rowCount() == 1
-    assert view.cache_table.item(0, 0).text() == "model.onnx" and view.cache_table.item(0, 1).text() == "QNN"
+    assert view.cache.table.rowCount() == 1
+    assert view.cache.table.item(0, 0).text() == "model.onnx" and view.cache.table.item(0, 1).text() == "QNN"
 
     # The CLI finds the same entry: no compile either.
     assert run(["classify", str(photo), "--device", "npu", "--model", "colours", "--json"]) == 0

@@ -11,7 +11,7 @@ def test_the_device_picker_says_what_each_choice_means(qtbot: Any) -> None:
 
     from engines.runtime.planning import MEANING
     from engines.types import Policy
-    from ui.device_picker import DeviceChoiceModel, DevicePicker
+    from ui.common.device_picker import DeviceChoiceModel, DevicePicker
 
     picker = DevicePicker(DeviceChoiceModel())
     qtbot.addWidget(picker)

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from app.hosts import DevicesHost
+from app.hosts.devices import DevicesHost
 from engines.runtime import catalog
 from tests.unit.fake_ort import QNN, snapdragon
 from tests.unit.fake_windowsml import EpReadyState, FakeCatalogEp, FakeWindowsMl
-from ui.ep_download import EpDownloadCard
+from ui.devices.ep_download import EpDownloadCard
 
 OFFER = [(QNN, "2.2420.43")]
 
@@ -36,14 +36,16 @@ def test_offline_the_download_cannot_be_started(card: EpDownloadCard) -> None:
     assert not card.download_button.isEnabled() and "Allow downloads in Settings" in card.detail.text()
 
 
-def test_the_download_starts_only_after_consent(qtbot: Any, card: EpDownloadCard) -> None:
+def test_the_download_starts_only_after_consent(
+    qtbot: Any, card: EpDownloadCard, monkeypatch: pytest.MonkeyPatch
+) -> None:
     asked: list[str] = []
-    card.confirm = lambda text: asked.append(text) or False
+    monkeypatch.setattr(card, "_confirm", lambda text: asked.append(text) or False)
     card.set_offer(OFFER, downloads_allowed=True)
     with qtbot.assertNotEmitted(card.download_requested):
         card.download_button.click()
     assert "Windows Update" in asked[0] and card.cancel_button.isHidden()
-    card.confirm = lambda text: True
+    monkeypatch.setattr(card, "_confirm", lambda text: True)
     with qtbot.waitSignal(card.download_requested) as blocker:
         card.download_button.click()
     assert blocker.args == [[QNN]]
@@ -97,7 +99,7 @@ def test_the_host_cancels_a_download(qtbot: Any, catalog_pc: FakeCatalogEp) -> N
 
 
 def test_the_app_offers_the_download_only_with_downloads_allowed(
-    make_studio: Any, qtbot: Any, catalog_pc: FakeCatalogEp
+    make_studio: Any, qtbot: Any, catalog_pc: FakeCatalogEp, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     studio = make_studio()
     studio.show()
@@ -107,7 +109,7 @@ def test_the_app_offers_the_download_only_with_downloads_allowed(
     assert not card.download_button.isEnabled()  # downloads are off by default (offline demos)
     studio._on_allow_downloads(True)
     assert card.download_button.isEnabled()
-    card.confirm = lambda text: True
+    monkeypatch.setattr(card, "_confirm", lambda text: True)
     with qtbot.waitSignal(studio.devices.downloaded, timeout=20_000) as blocker:
         card.download_button.click()
     assert blocker.args[0][0].ok

@@ -17,7 +17,9 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from app.hosts import ChatHost, Host, VisionHost
+from app.hosts.chat import ChatHost
+from app.hosts.jobs import Host
+from app.hosts.vision import VisionHost
 from engines.errors import StudioError
 from engines.types import DeviceChoice
 from tests.unit.tiny_models import colour_classifier
@@ -126,5 +128,5 @@ def test_the_chat_view_refuses_text_and_options_the_runtime_would_misread(
     with qtbot.waitSignal(host.model_loaded, timeout=TIMEOUT):
         host.load(tiny_llm, DeviceChoice.parse("cpu"))
     with qtbot.waitSignal(host.failed, timeout=TIMEOUT) as failed:
-        host.send(1, text, [], "", {"max_new_tokens": 2, **options})
+        host.generate("send", 1, text, [], "", {"max_new_tokens": 2, **options})
     assert words in failed.args[0].user_text()

@@ -4,13 +4,20 @@ rendered (no image loaded, nothing hidden) and no control character reaches a wi
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QTextDocument
+from PySide6.QtWidgets import QLabel
 
-from ui.classify_view import ProbabilityBars
-from ui.transcript import Entry, Transcript
-from ui.widgets import Banner
+from engines.text import printable
+from engines.types import CPU_EP, Classification, ClassScore, Placement
+from ui.chat.transcript import Transcript
+from ui.chat.transcript_render import Entry
+from ui.classify.bars import ProbabilityBars
+from ui.classify.batch import ResultsModel
+from ui.common.widgets import Banner
 
 RAW_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
 HOSTILE = [
@@ -28,15 +35,64 @@ def _visible(rich: str) -> str:
     return doc.toPlainText()
 
 
+def _shown(label: QLabel) -> str:
+    """What a label puts on screen: its text itself when it is plain, else the rendered rich text."""
+    return label.text() if label.textFormat() == Qt.TextFormat.PlainText else _visible(label.text())
+
+
 @pytest.mark.parametrize("label", HOSTILE)
 def test_a_label_is_shown_as_the_text_it_is(qtbot: object, label: str) -> None:
     bars = ProbabilityBars(rows=2)
+    qtbot.addWidget(bars)  # type: ignore[attr-defined]
+    bars.resize(1600, 100)
+    bars.show()
     bars.set_scores([(label, 0.9), (label, 0.1)])
     for widget in bars.labels:
-        shown = _visible(widget.text())
+        shown = _shown(widget)
+        assert widget.textFormat() == Qt.TextFormat.PlainText
         assert RAW_CONTROL.search(shown) is None
         assert "<" not in label or "<" in shown  # the markup is visible text, not rendered
         assert "hidden" not in label or "hidden" in shown
+    bars.resize(150, 100)  # narrow: elided, and the whole label (escaped) in the tooltip
+    bars.layout().activate()
+    tip = bars.labels[0].toolTip()
+    assert bars.labels[0].text().endswith("…") and RAW_CONTROL.search(_visible(tip)) is None
+    assert "<" not in label or "<" in _visible(tip)
+
+
+ON_CPU = Placement("CPU", (CPU_EP,), (CPU_EP,), ((CPU_EP, 94),))
+
+
+@pytest.mark.parametrize("text", [*HOSTILE, '<img src="/tmp/fifo">'])
+def test_the_classify_view_shows_labels_and_names_as_text(qtbot: object, text: str, tmp_path: object) -> None:
+    """The result title (the top label), the file name, the bars, the chip's popover and the Copy text:
+    a label from a model folder that looks like markup is shown as the text it is, never loaded."""
+    from PySide6.QtWidgets import QApplication
+
+    from ui.classify.view import ClassifyView
+    from ui.common.device_picker import DeviceChoiceModel
+
+    view = ClassifyView(DeviceChoiceModel())
+    qtbot.addWidget(view)  # type: ignore[attr-defined]
+    path = "/photos/" + text.replace("/", "_") + ".png"
+    fell_back = Placement("NPU", (CPU_EP,), (CPU_EP,), ((CPU_EP, 94),), fell_back=True, reason=text)
+    view.classify_paths([path])
+    view.show_result(Classification(path, (ClassScore(0, text, 0.9), ClassScore(1, text, 0.1)), 1.0, 1.0, fell_back))
+    view.show_finished(None)
+    panel = view.result_panel
+    for label in (panel.title, panel.file, panel.hint, panel.latency, view.drop_zone.caption):
+        assert label.textFormat() == Qt.TextFormat.PlainText, label.objectName()
+    assert panel.title.text() == printable(text, newlines=False)
+    assert panel.file.text() == printable(Path(path).name, newlines=False)
+    panel.chip.show_why()
+    assert panel.chip.popover is not None
+    assert panel.chip.popover.label.textFormat() == Qt.TextFormat.PlainText
+    assert printable(text) in panel.chip.popover.label.text()
+    assert "<" not in text or "<" in _visible(panel.chip.toolTip())
+    panel.chip.popover.close()
+    panel.copy()
+    assert text in QApplication.clipboard().text()
+
 
 
 @pytest.mark.parametrize("message", HOSTILE)
@@ -77,21 +133,17 @@ def test_a_streaming_answer_with_html_is_text(qtbot: object) -> None:
 
 @pytest.mark.parametrize("text", HOSTILE)
 def test_the_results_table_shows_names_and_labels_as_text(qtbot: object, text: str) -> None:
-    from PySide6.QtCore import Qt
-
-    from engines.types import Classification, ClassScore
-    from ui.classify_parts import ResultsModel
-
     model = ResultsModel()
     model.results = [
         Classification(f"/photos/{text}.png", (ClassScore(0, text, 0.9),), 1.0, 1.0),
         Classification(f"/photos/bad{text}.png", (), 0.0, 0.0, error=f"Cannot read {text}"),
     ]
     for row in range(2):
-        for column in range(2):
+        for column in range(5):
             shown = model.data(model.index(row, column), Qt.ItemDataRole.DisplayRole)
             assert RAW_CONTROL.search(shown) is None and "\n" not in shown
-        tip = model.data(model.index(row, 0), Qt.ItemDataRole.ToolTipRole)
-        visible = _visible(tip)
-        assert RAW_CONTROL.search(visible) is None
-        assert "<" not in text or "<" in visible  # markup in a name is shown, not rendered
+        for column in range(5):
+            tip = model.data(model.index(row, column), Qt.ItemDataRole.ToolTipRole)
+            visible = _visible(tip)
+            assert RAW_CONTROL.search(visible) is None
+            assert "<" not in text or column in (2, 3) or "<" in visible  # markup is shown, not rendered

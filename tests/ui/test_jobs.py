@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from PySide6.QtCore import Signal
 
-from app.jobs import Host, Job, JobContext, Worker
+from app.hosts.jobs import Host, Job, JobContext, Worker
 from engines.errors import ModelError
 
 TIMEOUT = 10_000

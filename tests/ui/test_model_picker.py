@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from engines.models.library import ModelEntry
-from ui.model_picker import ModelPicker
+from ui.common.model_picker import ModelPicker
 
 
 def _entry(name: str, display: str, kind: str, precision: str, devices: tuple[str, ...], size: int) -> ModelEntry:
@@ -36,8 +36,8 @@ def test_picker_lists_only_its_kind_and_tells_builds_apart(qtbot: Any) -> None:
     picker.set_entries([FLOAT, QDQ, LLM])
     assert picker.names() == ["efficientnet-lite0", "efficientnet-lite0-qdq"]
     texts = [picker.combo.itemText(i) for i in range(picker.combo.count())]
-    assert texts[0].startswith("EfficientNet-Lite0 · fp32 · CPU/GPU · ")
-    assert texts[1].startswith("EfficientNet-Lite0 · qdq-a16w8 · NPU · ")
+    assert texts[0] == "EfficientNet-Lite0 · 32-bit float · CPU/GPU"
+    assert texts[1] == "EfficientNet-Lite0 · 8-bit quantized · NPU"  # words, not the manifest's qdq-a16w8
     assert len(set(texts)) == 2
     assert picker.combo.currentText() == texts[0]
 
@@ -51,7 +51,7 @@ def test_picking_a_model_emits_its_name_once(qtbot: Any) -> None:
     picker.model_chosen.connect(chosen.append)
     picker.choose("efficientnet-lite0-qdq")
     picker.choose("efficientnet-lite0-qdq")
-    assert chosen == ["efficientnet-lite0-qdq"] and picker.current_name() == "efficientnet-lite0-qdq"
+    assert chosen == ["efficientnet-lite0-qdq"] and picker.combo.currentData() == "efficientnet-lite0-qdq"
     picker.set_current("efficientnet-lite0")  # the app confirming a choice does not echo a signal
     assert chosen == ["efficientnet-lite0-qdq"]
 
@@ -62,4 +62,4 @@ def test_a_remembered_model_that_is_gone_is_said_so(qtbot: Any) -> None:
     picker.set_current("phi-4-mini")
     picker.set_entries([LLM])
     assert "phi-4-mini (not installed)" in [picker.combo.itemText(i) for i in range(picker.combo.count())]
-    assert picker.current_name() == "phi-4-mini"
+    assert picker.combo.currentData() == "phi-4-mini"

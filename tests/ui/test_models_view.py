@@ -9,13 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from PySide6.QtGui import QTextDocument
 
-from app.models_host import LibraryPlaces, ModelsHost, wire_models_view
+from app.hosts.models import LibraryPlaces, ModelsHost, wire_models_view
 from engines.models.manifest import file_entry, list_model_files
 from tests.unit.fake_hub import serve, write_catalog
 from tests.unit.netguard import loopback_only
 from tests.unit.tiny_models import colour_classifier
-from ui.models_view import ModelsView
+from ui.models.view import ModelsView
 
 REPO = Path(__file__).resolve().parents[2]
 TIMEOUT = 60_000
@@ -57,6 +58,13 @@ def _refresh(qtbot: Any, view: ModelsView, host: ModelsHost) -> None:
         host.refresh()
 
 
+def shown(tooltip: str) -> str:
+    """What a tooltip shows (it is rich text whenever Qt thinks it looks like it)."""
+    document = QTextDocument()
+    document.setHtml(tooltip)
+    return document.toPlainText()
+
+
 def _row(view: ModelsView, name: str) -> int:
     for row in range(view.table.rowCount()):
         if view.table.item(row, 0).text() == name:
@@ -69,51 +77,57 @@ def test_lists_models_and_keeps_bundled_ones_read_only(qtbot: Any, setup: Any) -
     _refresh(qtbot, view, host)
     row = _row(view, "colours")
     cells = [view.table.item(row, c).text() for c in range(view.table.columnCount())]
-    assert cells[1:3] == ["image-classifier", "Bundled (read-only)"]
+    assert cells[1:3] == ["Image classifier", "Bundled (read-only)"]
     assert cells[6] == "CPU, NPU" and cells[7] == "MIT" and cells[8] == "Fits" and cells[9] == "OK"
-    assert len(cells[4]) == 12 and view.table.item(row, 4).toolTip() == host.worker.snapshot().entries[0].sha256
+    assert len(cells[4]) == 12 and shown(view.table.item(row, 4).toolTip()) == host.worker.snapshot().entries[0].sha256
     view.table.selectRow(row)
     assert view.verify_button.isEnabled() and not view.remove_button.isEnabled()
     assert "Fits: needs" in view.details.text()
     assert view.catalog_table.rowCount() >= 6  # the shipped catalog
 
 
-def test_import_a_folder_then_verify_and_remove_it(qtbot: Any, setup: Any, tiny_llm: Path, tmp_path: Path) -> None:
+def test_import_a_folder_then_verify_and_remove_it(
+    qtbot: Any, setup: Any, tiny_llm: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     view, host, _ = setup
     _refresh(qtbot, view, host)
     source = shutil.copytree(tiny_llm, tmp_path / "my-chat")
-    view.choose_folder = lambda: str(source)
+    monkeypatch.setattr(view, "_choose_folder", lambda: str(source))
     with qtbot.waitSignals([host.imported, host.listed], order="strict", timeout=TIMEOUT):
         view.import_folder_button.click()
     assert not view.busy and not view.progress_row.isVisible()
     assert any(m.startswith("Imported my-chat") for m in view.banners.messages())
     row = _row(view, "my-chat")
-    assert view.table.item(row, 2).text() == "Yours" and view.table.item(row, 1).text() == "genai-llm"
+    assert view.table.item(row, 2).text() == "Yours" and view.table.item(row, 1).text() == "Chat"
 
     view.table.selectRow(row)
     with qtbot.waitSignal(host.verified, timeout=TIMEOUT):
         view.verify_button.click()
     assert any("my-chat is intact" in m for m in view.banners.messages())
 
-    view.confirm = lambda _title, _text: True
+    monkeypatch.setattr(view, "_confirm", lambda _title, _text: True)
     view.table.selectRow(_row(view, "my-chat"))
     with qtbot.waitSignals([host.removed, host.listed], order="strict", timeout=TIMEOUT):
         view.remove_button.click()
     assert [view.table.item(r, 0).text() for r in range(view.table.rowCount())] == ["colours"]
 
 
-def test_a_broken_import_shows_its_error_in_a_banner(qtbot: Any, setup: Any, tmp_path: Path) -> None:
+def test_a_broken_import_shows_its_error_in_a_banner(
+    qtbot: Any, setup: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     view, host, _ = setup
     (tmp_path / "empty").mkdir()
-    view.choose_folder = lambda: str(tmp_path / "empty")
+    monkeypatch.setattr(view, "_choose_folder", lambda: str(tmp_path / "empty"))
     with qtbot.waitSignal(host.failed, timeout=TIMEOUT):
         view.import_folder_button.click()
     assert any("is not a model folder" in m for m in view.banners.messages())
     assert not view.busy
 
 
-def test_classifier_import_through_the_dialog_fields(qtbot: Any, setup: Any, tmp_path: Path) -> None:
-    from ui.models_view import ClassifierImportDialog
+def test_classifier_import_through_the_dialog_fields(
+    qtbot: Any, setup: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ui.models.import_dialog import ClassifierImportDialog
 
     view, host, _ = setup
     model = colour_classifier(tmp_path / "src", manifest=False) / "model.onnx"
@@ -125,7 +139,7 @@ def test_classifier_import_through_the_dialog_fields(qtbot: Any, setup: Any, tmp
     dialog.std.setText("255, 255, 255")
     assert dialog.problems() == ""
     options, details = dialog.fields()
-    view.choose_classifier = lambda: (str(model), options, details)
+    monkeypatch.setattr(view, "_choose_classifier", lambda: (str(model), options, details))
     with qtbot.waitSignal(host.imported, timeout=TIMEOUT) as imported:
         view.import_classifier_button.click()
     assert imported.args[0].kind == "image-classifier" and imported.args[0].name == "model"
@@ -193,3 +207,19 @@ def test_cancel_a_download_from_the_view_keeps_it_resumable(qtbot: Any, hub_plac
     assert any("cancelled" in m and "resumes" in m for m in view.banners.messages())
     assert view.catalog_table.item(0, 6).text().startswith("Partial (")
     assert view.table.rowCount() == 0 and not view.busy
+
+
+def test_use_says_why_it_is_off() -> None:
+    from engines.models.library import ModelEntry
+    from ui.models.library_state import use_blocker
+
+    def entry(name: str, kind: str, problem: str = "") -> ModelEntry:
+        return ModelEntry(name, name, kind, Path("/x") / name, True, 1, "0" * 64, problem=problem)
+
+    assert use_blocker(None, set()) == "Select a model to use it."
+    assert use_blocker(entry("a", "image-classifier"), {"a"}) == "Classify uses this model already."
+    assert use_blocker(entry("c", "genai-llm"), {"c"}) == "Chat uses this model already."
+    assert use_blocker(entry("b", "image-classifier", "model.onnx is missing"), set()) == (
+        "It has a problem: see its details."
+    )
+    assert use_blocker(entry("b", "image-classifier"), {"a"}) == ""

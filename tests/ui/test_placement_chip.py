@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from engines.types import CPU_EP, DeviceType, Placement
-from ui.placement_chip import PlacementChip, describe_placement
-from ui.theme import apply_theme
+from ui.common.placement_chip import PlacementChip, describe_placement
+from ui.common.theme import apply_theme
 
 QNN = "QNNExecutionProvider"
 FELL_BACK = Placement(

@@ -26,11 +26,16 @@ def test_self_test_passes_and_writes_screenshots(tmp_path: Path, demo_classifier
     data = json.loads(report.read_text(encoding="utf-8"))
     assert data["passed"] is True
     steps = {s["name"]: s for s in data["steps"]}
-    assert {"window", "devices", "classify", "chat", "views"} <= set(steps)
+    assert {"window", "devices", "classify", "chat", "on this machine", "views"} <= set(steps)
     assert steps["window"]["detail"]["runtime_loaded_before_window"] is False
     assert "cat" in steps["classify"]["detail"]["top5"][0] or "tabby" in steps["classify"]["detail"]["top5"][0]
     assert steps["chat"]["detail"]["answer"].strip()
     assert data["chat"]["stats"]["ep"] and data["classification"]["placement"]["summary"]
+    # the Models view's "On this machine" tab, after a scan of two copies of the demo chat model
+    assert steps["on this machine"]["passed"], steps["on this machine"].get("error")
+    copies = steps["on this machine"]["detail"]["copies"]
+    assert len(copies) == 2 and any(c.startswith("smollm2-135m-instruct-qnn-npu:1 (QNN NPU): ") for c in copies)
+    assert any("models-on-this-machine" in n for n in data["screenshots"])
     names = sorted(p.name for p in shots.glob("*.png"))
     assert len(names) == len(data["screenshots"]) >= 6
     assert any("chat" in n for n in names) and any("classify" in n for n in names)
@@ -42,7 +47,7 @@ def test_self_test_passes_and_writes_screenshots(tmp_path: Path, demo_classifier
     assert data["layouts"]["problems"] == {} and data["layouts"]["checked"] >= 60
     layouts = shots / "layouts"
     for theme in ("light", "dark"):
-        for view in ("devices", "classify", "chat", "benchmark", "models", "settings"):
+        for view in ("devices", "classify", "chat", "benchmark", "models", "models-found", "settings"):
             with Image.open(layouts / f"layout-1280x720-{theme}-{view}.png") as image:
                 assert image.size == (1280, 720)
             with Image.open(layouts / f"layout-1.5x-1280x720-{theme}-{view}.png") as image:

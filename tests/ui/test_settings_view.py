@@ -12,17 +12,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from PySide6.QtCore import QUrl
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QApplication
 
-from app import paths
+from app import diagnostics, paths
 from app.logs import log_file
-from app.settings import settings_path
+from app.storage.settings import settings_path
 from engines.models.library import format_bytes
 from engines.runtime.compiled_cache import CacheKey, CompiledModelCache
-from ui.settings_view import EMPTY_CACHE
-from ui.theme import DARK, LIGHT, apply_theme
+from ui.common.theme import DARK, LIGHT, apply_theme
+from ui.settings.cache import EMPTY_CACHE
 
 TIMEOUT = 60_000
 
@@ -123,7 +123,7 @@ def test_the_system_prompt_is_the_chat_panels_and_is_saved(studio: Any, qtbot: A
     qtbot.waitUntil(lambda: view.prompt_edit.toPlainText() == "Be brief.", timeout=5_000)
     assert "max answer tokens 64" in view.options_label.text()
     view.chat_settings_button.click()
-    assert studio.window.current_view() == "chat" and studio.chat_view.settings_button.isChecked()
+    assert studio.window.current_view() == "chat" and studio.chat_view.header.settings_button.isChecked()
 
 
 def test_a_prompt_typed_just_before_closing_is_saved(studio: Any, qtbot: Any) -> None:
@@ -138,7 +138,7 @@ def test_the_device_choice_is_the_shared_one(studio: Any, qtbot: Any) -> None:
     picker.combo.setCurrentIndex(picker.combo.findData("cpu"))
     picker.strict.setChecked(True)
     assert studio.choice_model.text == "cpu" and studio.choice_model.strict
-    chat_picker = studio.chat_view.picker  # the Chat view's picker shows the same choice
+    chat_picker = studio.chat_view.header.picker  # the Chat view's picker shows the same choice
     assert chat_picker.combo.currentData() == "cpu" and chat_picker.strict.isChecked()
     assert studio.save_settings()
     assert saved()["device"] == "cpu" and saved()["strict"] is True
@@ -147,33 +147,33 @@ def test_the_device_choice_is_the_shared_one(studio: Any, qtbot: Any) -> None:
 def test_a_failed_save_shows_a_banner_keeps_the_change_and_retry_works(
     studio: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import app.settings
+    import app.storage.settings
 
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where the config folder should be")
     good = settings_path()
-    monkeypatch.setattr(app.settings, "settings_path", lambda: blocker / "settings.json")
+    monkeypatch.setattr(app.storage.settings, "settings_path", lambda: blocker / "settings.json")
     view = studio.settings_view
     view.allow_box.setChecked(True)
     assert any(m.startswith("Could not save settings") for m in studio.window.banners.messages())
-    assert view.save_failed and view.retry_button.isVisibleTo(view)
+    assert view.retry_button.isVisibleTo(view) and view.save_label.text().startswith("Not saved yet")
     assert studio.settings.allow_downloads is True and view.allow_box.isChecked()  # nothing is lost
 
-    monkeypatch.setattr(app.settings, "settings_path", lambda: good)  # the disk is writable again
+    monkeypatch.setattr(app.storage.settings, "settings_path", lambda: good)  # the disk is writable again
     view.retry_button.click()
     assert json.loads(good.read_text(encoding="utf-8"))["allow_downloads"] is True
-    assert not view.save_failed and not studio.window.banners.messages()
+    assert not view.retry_button.isVisibleTo(view) and not studio.window.banners.messages()
 
 
 # --- compiled models -----------------------------------------------------------------------------
 
 
 def test_an_empty_cache_says_so(studio: Any, qtbot: Any) -> None:
-    view = show_settings(studio, qtbot)
-    assert view.cache_stack.currentIndex() == 1 and view.cache_empty.text() == EMPTY_CACHE
-    assert view.cache_table.rowCount() == 0
-    assert not view.clear_button.isEnabled() and not view.remove_button.isEnabled()
-    assert view.cache_folder_label.path == str(paths.compiled_cache_dir())
+    card = show_settings(studio, qtbot).cache
+    assert card.stack.currentIndex() == 1 and card.empty.text() == EMPTY_CACHE
+    assert card.table.rowCount() == 0
+    assert not card.clear_button.isEnabled() and not card.remove_button.isEnabled()
+    assert card.folder_label.path == str(paths.compiled_cache_dir())
 
 
 def test_compiled_models_are_listed_removed_and_cleared_in_the_worker(
@@ -193,8 +193,9 @@ def test_compiled_models_are_listed_removed_and_cleared_in_the_worker(
     monkeypatch.setattr(CompiledModelCache, "entries", recording_entries)
 
     view = show_settings(studio, qtbot)
-    table = view.cache_table
-    assert view.cache_stack.currentIndex() == 0 and table.rowCount() == 3
+    card = view.cache
+    table = card.table
+    assert card.stack.currentIndex() == 0 and table.rowCount() == 3
     rows = {table.item(r, 0).text(): [table.item(r, c).text() for c in range(5)] for r in range(3)}
     assert set(rows) == {"efficientnet-lite0.onnx", "resnet50.onnx", "mobilenet.onnx"}
     assert rows["resnet50.onnx"][1] == "QNN"
@@ -202,32 +203,32 @@ def test_compiled_models_are_listed_removed_and_cleared_in_the_worker(
     assert rows["resnet50.onnx"][2] == versions
     resnet_bytes = sum(p.stat().st_size for p in (cache.root / resnet).iterdir())
     assert resnet_bytes > 2_000_000 and rows["resnet50.onnx"][3] == format_bytes(resnet_bytes)
-    assert view.cache_summary.text().startswith("3 compiled models")
-    assert view.clear_button.isEnabled() and not view.remove_button.isEnabled()
+    assert card.summary.text().startswith("3 compiled models")
+    assert card.clear_button.isEnabled() and not card.remove_button.isEnabled()
 
-    view.confirm = lambda _title, _text: True
+    monkeypatch.setattr(card, "_confirm", lambda _title, _text: True)
     row = next(r for r in range(3) if table.item(r, 0).text() == "efficientnet-lite0.onnx")
     table.selectRow(row)
-    assert view.selected_digests() == [first] and view.remove_button.isEnabled()
+    assert card.selected_digests() == [first] and card.remove_button.isEnabled()
     with qtbot.waitSignals(
         [studio.settings_host.cache_removed, studio.settings_host.cache_listed], order="strict", timeout=TIMEOUT
     ):
-        view.remove_button.click()
+        card.remove_button.click()
     assert not (cache.root / first).exists()
     assert sorted(table.item(r, 0).text() for r in range(table.rowCount())) == ["mobilenet.onnx", "resnet50.onnx"]
     assert any(m.startswith("Removed 1 compiled model") for m in view.banners.messages())
 
     declined: list[str] = []
-    view.confirm = recorder(declined, False)
-    view.clear_button.click()
+    monkeypatch.setattr(card, "_confirm", recorder(declined, False))
+    card.clear_button.click()
     assert declined and len(folders(cache)) == 2  # nothing happens without a yes
 
-    view.confirm = lambda _title, _text: True
+    monkeypatch.setattr(card, "_confirm", lambda _title, _text: True)
     with qtbot.waitSignals(
         [studio.settings_host.cache_removed, studio.settings_host.cache_listed], order="strict", timeout=TIMEOUT
     ):
-        view.clear_button.click()
-    assert folders(cache) == [] and view.cache_stack.currentIndex() == 1
+        card.clear_button.click()
+    assert folders(cache) == [] and card.stack.currentIndex() == 1
     assert any(m.startswith("Removed 2 compiled models") for m in view.banners.messages())
     main = threading.main_thread().name
     assert threads and all(name != main for name in threads), threads  # the cache was read in the worker
@@ -236,52 +237,104 @@ def test_compiled_models_are_listed_removed_and_cleared_in_the_worker(
 # --- diagnostics and folders ---------------------------------------------------------------------
 
 
-def test_export_diagnostics_writes_a_zip_where_the_user_chose(studio: Any, qtbot: Any, tmp_path: Path) -> None:
-    view = show_settings(studio, qtbot)
-    view.choose_zip = lambda: str(tmp_path / "reports" / "for-the-bug")  # no suffix: .zip is added
+def test_export_diagnostics_writes_a_zip_where_the_user_chose(
+    studio: Any, qtbot: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    card = show_settings(studio, qtbot).diagnostics
+    monkeypatch.setattr(card, "_choose_zip", lambda: str(tmp_path / "reports" / "for-the-bug"))  # .zip is added
+    shown: list[list[str]] = []
+    monkeypatch.setattr(card, "_confirm_export", lambda lines: shown.append(lines) is None)
     progress: list[str] = []
     studio.settings_host.diagnostics_progress.connect(progress.append)
     with qtbot.waitSignal(studio.settings_host.diagnostics_exported, timeout=TIMEOUT) as exported:
-        view.export_button.click()
-        assert view.diagnostics_busy and not view.export_button.isEnabled()
+        card.export_button.click()
+        assert card.busy and not card.export_button.isEnabled()
     target = tmp_path / "reports" / "for-the-bug.zip"
     assert exported.args[0].path == str(target) and target.is_file()
     with zipfile.ZipFile(target) as bundle:
         names = bundle.namelist()
         report = bundle.read("report.txt").decode("utf-8")
-    assert {"report.txt", "report.json", "versions.json", "devices.json"} <= set(names)
+    assert {"report.txt", "report.json", "versions.json", "devices.json", "CONTENTS.txt"} <= set(names)
     assert "CPU" in report and "chat check turned off" in report
+    assert shown == [diagnostics.contents()]  # what the zip holds was shown before it was written
+    assert card.contents_label.text().count("•") == len(diagnostics.contents())
     assert progress and progress[0] == "Looking for devices…"
-    assert not view.diagnostics_busy and view.export_button.isEnabled()
+    assert not card.busy and card.export_button.isEnabled()
     # the label names the file (a whole path is one unbreakable word that a small window would cut);
     # the full path is its tooltip, and "Show" opens its folder
-    assert target.name in view.diagnostics_label.text() and view.diagnostics_label.toolTip() == str(target)
-    assert view.show_export_button.isVisibleTo(view)
-    opened: list[QUrl] = []
-    view.open_url = recorder(opened, True)
-    view.show_export_button.click()
-    assert opened == [QUrl.fromLocalFile(str(tmp_path / "reports"))]
+    assert target.name in card.status_label.text() and card.status_label.toolTip() == str(target)
+    assert card.show_export_button.isVisibleTo(card)
+    opened: list[str] = []
+    monkeypatch.setattr("ui.settings.diagnostics.open_in_file_manager", recorder(opened, True))
+    card.show_export_button.click()
+    assert opened == [str(tmp_path / "reports")]
 
 
-def test_an_export_that_cannot_be_written_says_why(studio: Any, qtbot: Any, tmp_path: Path) -> None:
+def test_an_export_that_cannot_be_written_says_why(
+    studio: Any, qtbot: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     view = show_settings(studio, qtbot)
-    view.choose_zip = lambda: str(blocker / "diagnostics.zip")
+    card = view.diagnostics
+    monkeypatch.setattr(card, "_choose_zip", lambda: str(blocker / "diagnostics.zip"))
+    monkeypatch.setattr(card, "_confirm_export", lambda lines: True)
     with qtbot.waitSignal(studio.settings_host.failed, timeout=TIMEOUT):
-        view.export_button.click()
+        card.export_button.click()
     assert any("could not be written" in m for m in view.banners.messages())
-    assert not view.diagnostics_busy and view.export_button.isEnabled() and not view.show_export_button.isVisible()
+    assert not card.busy and card.export_button.isEnabled() and not card.show_export_button.isVisible()
+    assert card.status_label.text() == "The export did not finish (see above)."
 
 
-def test_folder_buttons_open_the_app_folders_and_the_log_file_is_shown(studio: Any) -> None:
+def test_folder_buttons_open_the_app_folders_and_the_log_file_is_shown(
+    studio: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     view = studio.settings_view
-    opened: list[QUrl] = []
-    view.open_url = recorder(opened, True)
+    card = view.diagnostics
+    opened: list[str] = []
+    monkeypatch.setattr("ui.settings.diagnostics.open_in_file_manager", recorder(opened, True))
     for key in ("data", "logs", "cache"):
-        view.folder_buttons[key].click()
-    assert opened == [QUrl.fromLocalFile(str(p)) for p in (paths.data_dir(), paths.log_dir(), paths.cache_dir())]
-    assert view.log_file_label.path == log_file() and view.settings_file_label.path == str(settings_path())
-    view.open_url = lambda _url: False  # no file manager
-    assert not view.open_folder("logs")
+        card.folder_buttons[key].click()
+    assert opened == [str(p) for p in (paths.data_dir(), paths.log_dir(), paths.cache_dir())]
+    assert card.log_file_label.path == log_file() and card.settings_file_label.path == str(settings_path())
+    monkeypatch.setattr("ui.settings.diagnostics.open_in_file_manager", lambda _path: False)  # no file manager
+    assert not card.open_folder("logs")
     assert any(m.startswith("Could not open") for m in view.banners.messages())
+
+
+def test_the_export_dialog_lists_the_contents_and_cancel_writes_nothing(
+    studio: Any, qtbot: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ui.settings.diagnostics import export_box
+
+    view = show_settings(studio, qtbot)
+    card = view.diagnostics
+    box = export_box(view, diagnostics.contents())
+    assert all(line in box.informativeText() for line in diagnostics.contents())
+    assert box.textFormat() == Qt.TextFormat.PlainText
+    chosen: list[str] = []
+    monkeypatch.setattr(card, "_confirm_export", lambda lines: False)  # the user cancels the dialog
+    monkeypatch.setattr(card, "_choose_zip", lambda: chosen.append("asked") or str(tmp_path / "x.zip"))
+    card.export_button.click()
+    assert chosen == [] and not card.busy and not (tmp_path / "x.zip").exists()
+
+
+def test_a_long_path_is_shown_whole_and_copied_as_it_is(qtbot: Any) -> None:
+    from PySide6.QtWidgets import QVBoxLayout, QWidget
+
+    from ui.common.layout_check import check_layout
+    from ui.settings.parts import PathLabel
+
+    path = "/home/someone/" + "a-very-long-folder-name-" * 6 + "/cache/compiled"
+    root = QWidget()
+    qtbot.addWidget(root)
+    label = PathLabel(path)
+    QVBoxLayout(root).addWidget(label)
+    root.resize(260, 200)
+    root.show()
+    QApplication.processEvents()
+    assert label.text().replace("\u200b", "") == path  # every character shown, none elided
+    assert check_layout(root) == []  # wrapped, not cut
+    label.copy()
+    clipboard = QApplication.clipboard()
+    assert clipboard is not None and clipboard.text() == path

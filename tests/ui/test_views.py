@@ -9,13 +9,15 @@ from PySide6.QtWidgets import QApplication
 
 from engines.errors import ImageError
 from engines.types import CPU_EP, Device, DeviceType, Placement
-from ui.classify_view import ClassifyView, placement_badge_kind
-from ui.device_picker import DeviceChoiceModel, DevicePicker
-from ui.devices_view import DevicesView
-from ui.generation_panel import GenerationPanel
-from ui.theme import DARK, LIGHT, apply_theme
-from ui.transcript import Entry, Transcript
-from ui.widgets import BannerArea
+from ui.chat.generation_panel import GenerationPanel
+from ui.chat.transcript import Transcript
+from ui.chat.transcript_render import Entry
+from ui.classify.view import ClassifyView
+from ui.common.device_picker import DeviceChoiceModel, DevicePicker
+from ui.common.placement_chip import describe_placement
+from ui.common.theme import DARK, LIGHT, apply_theme
+from ui.common.widgets import BannerArea
+from ui.devices.view import DevicesView
 
 NPU = Device("QNNExecutionProvider", DeviceType.NPU, "Qualcomm", False, reason="No Snapdragon NPU driver.")
 CPU = Device(CPU_EP, DeviceType.CPU, "AMD", True, ep_vendor="Microsoft", ep_version="1.32.0")
@@ -36,7 +38,7 @@ def test_devices_view_explains_a_missing_npu(qtbot: Any) -> None:
     assert [c.device.ep for c in view.cards] == [CPU_EP]  # the NPU is explained once, in the notice
     assert "usable: CPU" in view.summary.text() and "not available: NPU (why below)" in view.summary.text()
     assert view.capability.text().startswith("No NPU or GPU that ONNX Runtime can use here")
-    from ui.devices_view import device_subtitle, device_title
+    from ui.devices.view import device_subtitle, device_title
 
     assert device_title(CPU) == "AMD CPU"  # not "AMD CPU (CPU)"
     assert device_title(SNAPDRAGON) == "Qualcomm NPU (QNN)"
@@ -89,11 +91,11 @@ def test_transcript_renders_markdown_and_streams_in_place(qtbot: Any) -> None:
     qtbot.addWidget(view)
     view.append_entry(Entry(1, "user", "Write *code*"))
     view.append_entry(Entry(2, "assistant", "", state="streaming"))
-    assert "Thinking…" in view.plain_text()
+    assert "Thinking…" in view.toPlainText()
     for text in ("Sure:", "Sure:\n\n```python\nx = 1", "Sure:\n\n```python\nx = 1\n```\n\n**done**"):
         view.update_last(Entry(2, "assistant", text, state="streaming"))
     view.update_last(Entry(2, "assistant", text, footer="12 tokens", actions=("copy", "regenerate")))
-    plain = view.plain_text()
+    plain = view.toPlainText()
     assert "Write *code*" in plain  # a user's text is shown as typed
     assert "x = 1" in plain and "```" not in plain and "**" not in plain
     assert plain.count("Assistant") == 1 and "12 tokens" in plain and "Regenerate" in plain
@@ -151,9 +153,9 @@ def test_placement_badge_kinds() -> None:
         ("QNNExecutionProvider", CPU_EP),
         (("QNNExecutionProvider", 100), (CPU_EP, 20)),
     )
-    assert (full.badge(), placement_badge_kind(full)) == ("QNN — all 120 nodes", "ok")
-    assert (fell.badge(), placement_badge_kind(fell)) == ("Fell back to CPU: no NPU", "warn")
-    assert placement_badge_kind(split) == "info"
+    assert (full.badge(), describe_placement(full).kind) == ("QNN — all 120 nodes", "ok")
+    assert (fell.badge(), describe_placement(fell).kind) == ("Fell back to CPU: no NPU", "warn")
+    assert describe_placement(split).kind == "info"
 
 
 def test_classify_view_refuses_an_empty_choice(qtbot: Any, tmp_path: Any) -> None:
@@ -164,14 +166,40 @@ def test_classify_view_refuses_an_empty_choice(qtbot: Any, tmp_path: Any) -> Non
     (tmp_path / "readme.txt").write_text("no photos here")
     view.classify_paths([str(tmp_path)])
     assert requests == [] and view.banners.messages() == ["No photos to classify."]
+    banner = view.banners.banner("input")
+    assert banner is not None and banner.hint.startswith("1 file skipped: not a photo.")
 
 
-def test_paste_without_an_image_says_so(qtbot: Any) -> None:
+def test_paste_without_an_image_says_so(qtbot: Any, tmp_path: Any) -> None:
     view = ClassifyView(DeviceChoiceModel())
     qtbot.addWidget(view)
     QApplication.clipboard().setText("just text")
-    view.paste()
+    view.inputs.paste()
     assert view.banners.messages() == ["The clipboard holds no image."]
+
+
+def test_input_problems_keep_one_banner_the_newest(qtbot: Any, tmp_path: Any) -> None:
+    """A dropped README.md that fails, then text pasted: the warning about the paste replaces the error
+    about the README (one banner per cause), and a new run takes the input banner away."""
+    view = ClassifyView(DeviceChoiceModel())
+    qtbot.addWidget(view)
+    readme = tmp_path / "README.md"
+    readme.write_text("# not a photo")
+    view.classify_paths([str(readme)])
+    view.show_error(ImageError(f"Could not decode '{readme.name}': not an image."))
+    assert view.banners.messages() == ["Could not decode 'README.md': not an image."]
+    requests: list[Any] = []
+    view.classify_requested.connect(requests.append)
+    view.choice_model.set_text("cpu")  # a photo that cannot be read is not read again on another device
+    qtbot.wait(50)
+    assert requests == []
+    QApplication.clipboard().setText("just text")
+    view.inputs.paste()
+    assert view.banners.messages() == ["The clipboard holds no image."]
+    from tests.ui.conftest import SAMPLES
+
+    view.classify_paths([str(SAMPLES / "coffee.png")])
+    assert view.banners.messages() == []
 
 
 def test_paste_an_image_sends_its_bytes(qtbot: Any) -> None:
@@ -183,7 +211,7 @@ def test_paste_an_image_sends_its_bytes(qtbot: Any) -> None:
     image.fill(QColor("orange"))
     QApplication.clipboard().setImage(image)
     with qtbot.waitSignal(view.classify_image_requested, timeout=2000) as sent:
-        view.paste()
+        view.inputs.paste()
     data, name = sent.args
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and name == "Pasted image" and view.busy
 
@@ -199,7 +227,7 @@ def test_dark_palette(qtbot: Any) -> None:
 
 
 def test_streaming_renders_complete_blocks_once_and_matches_the_full_render(qtbot: Any) -> None:
-    from ui.transcript import committable
+    from ui.chat.transcript import committable
 
     answer = (
         "Intro paragraph with **bold**.\n\n"
@@ -216,13 +244,13 @@ def test_streaming_renders_complete_blocks_once_and_matches_the_full_render(qtbo
     streamed.append_entry(Entry(2, "assistant", "", state="streaming"))
     for end in range(1, len(answer) + 1, 3):
         streamed.stream_last(Entry(2, "assistant", answer[:end], state="streaming"))
-        assert "```" not in streamed.plain_text().split("Assistant", 1)[1] or answer[:end].count("```") % 2
+        assert "```" not in streamed.toPlainText().split("Assistant", 1)[1] or answer[:end].count("```") % 2
     streamed.stream_last(Entry(2, "assistant", answer, state="streaming"))
-    during = streamed.plain_text()
+    during = streamed.toPlainText()
     streamed.update_last(Entry(2, "assistant", answer))
     whole.append_entry(Entry(1, "user", "hi"))
     whole.append_entry(Entry(2, "assistant", answer))
-    assert streamed.plain_text() == whole.plain_text()
+    assert streamed.toPlainText() == whole.toPlainText()
     for line in ("Intro paragraph with bold.", "def f():", "return 1", "one", "second", "Closing words."):
         assert line in during
 
@@ -232,6 +260,7 @@ def test_dropping_files_classifies_them(qtbot: Any) -> None:
     from PySide6.QtGui import QDropEvent
 
     from tests.ui.conftest import SAMPLES
+    from tests.ui.fakes import shows_photo
 
     view = ClassifyView(DeviceChoiceModel())
     qtbot.addWidget(view)
@@ -243,4 +272,27 @@ def test_dropping_files_classifies_them(qtbot: Any) -> None:
     with qtbot.waitSignal(view.classify_requested, timeout=2000) as sent:
         view.dropEvent(drop)
     assert [p.rsplit("/", 1)[-1] for p in sent.args[0]] == ["coffee.png", "rocket.jpg"]
-    assert view.busy and view.progress.isVisibleTo(view) and view.drop_zone.has_image()
+    assert view.busy and view.inputs.progress.isVisibleTo(view) and shows_photo(view.drop_zone)
+
+
+def test_a_result_can_be_copied(qtbot: Any) -> None:
+    from engines.types import Classification, ClassScore
+    from tests.ui.conftest import SAMPLES
+
+    view = ClassifyView(DeviceChoiceModel())
+    qtbot.addWidget(view)
+    panel = view.result_panel
+    assert panel.copy_button.isHidden()  # nothing to copy yet
+    photo = str(SAMPLES / "coffee.png")
+    view.classify_paths([photo])
+    on_cpu = Placement("CPU only", (CPU_EP,), (CPU_EP,), ((CPU_EP, 94),), wanted_type=DeviceType.CPU)
+    view.show_result(Classification(photo, (ClassScore(0, "espresso", 0.951), ClassScore(1, "cup", 0.015)), 4.0, 2.0,
+                                    on_cpu))  # fmt: skip
+    view.show_finished(None)
+    panel.copy_button.click()
+    assert QApplication.clipboard().text().splitlines() == [
+        "coffee.png", "espresso\t95.1%", "cup\t1.5%", "CPU · 94/94 nodes", "6.0 ms"
+    ]
+    assert panel.copy_button.text() == "Copied"
+    qtbot.waitUntil(lambda: panel.copy_button.text() == "Copy", timeout=3000)
+    assert panel.contextMenuPolicy().name == "CustomContextMenu"

@@ -8,8 +8,8 @@ import pytest
 from PySide6.QtCore import QRect, Qt
 from PySide6.QtWidgets import QApplication, QWidget
 
-from ui.screen_fit import first_size, fit_window, is_small, minimum_for
-from ui.widgets import error_text, gui_words
+from ui.common.screen_fit import first_size, fit_window, is_small, minimum_for
+from ui.common.widgets import error_text, gui_words
 
 
 def test_first_size_comes_from_the_screen() -> None:
@@ -25,7 +25,7 @@ def test_first_size_comes_from_the_screen() -> None:
 def test_a_small_screen_opens_maximized_and_a_remembered_size_that_fits_is_kept(
     qtbot: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import ui.screen_fit as fit
+    import ui.common.screen_fit as fit
 
     window = QWidget()
     qtbot.addWidget(window)
@@ -102,3 +102,47 @@ def test_cli_words_never_reach_the_app() -> None:
         "Remove it first or choose another name."
     )
     assert "--" not in gui_words("Import a genai folder or a classifier .onnx with --labels.")
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_the_shortcuts_sheet_close_icon_follows_the_theme(qtbot: Any, theme: str) -> None:
+    from PySide6.QtCore import QSize
+    from PySide6.QtGui import QColor
+
+    from ui.common.theme import apply_theme, colors
+    from ui.shortcuts import ShortcutsSheet
+
+    app = QApplication.instance()
+    assert isinstance(app, QApplication)
+    apply_theme(app, theme)
+    try:
+        sheet = ShortcutsSheet([("Ctrl+Q", "Quit")])
+        qtbot.addWidget(sheet)
+        image = sheet.close_button.icon().pixmap(QSize(16, 16)).toImage()
+        inked = [image.pixelColor(x, y) for x in range(image.width()) for y in range(image.height())]
+        inked = [c for c in inked if c.alpha() > 128]
+        text = QColor(colors().text)
+        assert inked and all(abs(c.lightness() - text.lightness()) < 40 for c in inked)  # never black on dark
+    finally:
+        apply_theme(app, "light")
+
+
+def test_the_status_bar_is_not_ready_before_the_devices_are_known(
+    make_studio: Any, qtbot: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    studio = make_studio()
+    window = studio.window
+    seen: list[tuple[str, bool]] = [(window.status_label.text(), False)]
+    original = window.set_status
+
+    def recording(source: str, text: str) -> None:
+        original(source, text)
+        seen.append((window.status_label.text(), bool(studio.devices_view.devices)))
+
+    monkeypatch.setattr(window, "set_status", recording)
+    assert window.status_label.text() == "Starting…" and window.status_spinner.running
+    studio.show()
+    qtbot.waitUntil(lambda: bool(studio.devices_view.devices), timeout=60_000)
+    qtbot.waitUntil(lambda: window.status_label.text() == "Ready", timeout=60_000)
+    assert seen[1][0] == "Looking for devices…"  # said at once, before the worker gets to it
+    assert [text for text, known in seen if text == "Ready" and not known] == []

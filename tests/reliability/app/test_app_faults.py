@@ -18,15 +18,15 @@ import pytest
 from PIL import Image
 
 from app import paths
-from app.settings import Settings, save_settings
-from app.storage import ConversationStore
+from app.storage.conversations import ConversationStore
+from app.storage.settings import Settings, save_settings
 from engines.chat.loaded import ChatModel
 from engines.chat.model import genai, use_fake_genai
 from engines.models.manifest import file_entry, list_model_files
 from engines.types import DeviceChoice
 from tests.reliability.conftest import Recorder
 from tests.reliability.genai_faults import ScriptedGenai
-from tests.ui.fakes import FakeChatModel, FakeClassifier, loader_for
+from tests.ui.fakes import FakeChatModel, FakeClassifier, loader_for, opener_for
 from tests.unit.tiny_models import colour_classifier
 
 CATEGORY = "Faults"
@@ -106,12 +106,12 @@ def _closed_outcome(stopped: bool, studio: Any, extra: str = "") -> str:
 def _load_chat(studio: Any, qtbot: Any, name: str) -> None:
     studio.settings.chat_model = name
     studio.load_chat_model()
-    qtbot.waitUntil(lambda: studio.chat_view.model_info.get("name") == name, timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: studio.chat_view.status.info.get("name") == name, timeout=TIMEOUT)
 
 
 def _stored(studio: Any) -> list[Any]:
     view = studio.chat_view
-    return studio.store.messages(view.conversation.id) if view.conversation is not None else []
+    return studio.store.messages(view.session.conversation.id) if view.session.conversation is not None else []
 
 
 def _reopened_messages(conversation_id: int) -> list[Any]:
@@ -138,6 +138,9 @@ def test_close_during_device_discovery(
         time.sleep(1.5)  # a driver that takes its time to answer
         return real(*args, **kwargs)
 
+    # The devices host asks the facade (engines.discover), the engines ask their module: the facade first, so
+    # that what it restores afterwards is the real function.
+    monkeypatch.setattr(engines, "discover", slow_discover)
     monkeypatch.setattr(engines.runtime.devices, "discover", slow_discover)
     studio = make_studio()
     _show(studio, qtbot)
@@ -164,7 +167,7 @@ def test_close_while_the_classifier_loads(
         return classifier
 
     _user_colours()
-    studio = make_studio(classifier_factory=slow_factory)
+    studio = make_studio(open_classifier=opener_for(slow_factory))
     studio.settings.classifier = "colours"
     _show(studio, qtbot)
     studio.classify_view.classify_paths(_photos(tmp_path / "photos", 5))
@@ -190,9 +193,9 @@ def test_close_during_a_classification_batch(
     view = studio.classify_view
     photos = _photos(tmp_path / "photos", 2000, size=(800, 600))
     view.classify_paths(photos)
-    qtbot.waitUntil(lambda: len(view.results.results) >= 20, timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: len(view.batch.results.results) >= 20, timeout=TIMEOUT)
     stopped, seconds = _close(studio, qtbot)
-    done = len(view.results.results)
+    done = len(view.batch.results.results)
     reliability.record(
         CATEGORY,
         "closing the window during a batch of 2000 photos",
@@ -233,9 +236,9 @@ def test_close_mid_answer_keeps_the_partial_answer(
     _show(studio, qtbot)
     _load_chat(studio, qtbot, "tiny")
     view = studio.chat_view
-    assert view.send_text("Tell me a long story.")
-    qtbot.waitUntil(lambda: len(view.answer_text) > 10, timeout=TIMEOUT)
-    answer_id, conversation_id = view.answer_id, view.conversation.id
+    assert view.session.send_text("Tell me a long story.")
+    qtbot.waitUntil(lambda: len(view.session.answer.text) > 10 and view.session.answer.key is not None, timeout=TIMEOUT)
+    answer_id, conversation_id = view.session.answer.key, view.session.conversation.id
     stopped, _ = _close(studio, qtbot)
     answer = next(m for m in _reopened_messages(conversation_id) if m.id == answer_id)
     reliability.record(
@@ -254,14 +257,17 @@ def test_close_mid_answer_ends_the_chat_engine_process(
     """The app's default: the chat engine runs in a child process (the demo model, ~100 tokens/s)."""
     _user_model(demo_chat_model, "smol")
     studio = make_studio()
-    assert not studio.chat.worker.in_process
     _show(studio, qtbot)
     _load_chat(studio, qtbot, "smol")
-    child = studio.chat.worker._process._process
+    from engines.chat.bounded import BoundedChat
+
+    service = studio.chat.service
+    assert isinstance(service, BoundedChat), service  # the app's chat model never runs in its own process
+    child = service.engine._process
     view = studio.chat_view
-    assert view.send_text("Write a long essay about the history of the sea, with many details.")
-    qtbot.waitUntil(lambda: len(view.answer_text) > 20, timeout=TIMEOUT)
-    answer_id, conversation_id = view.answer_id, view.conversation.id
+    assert view.session.send_text("Write a long essay about the history of the sea, with many details.")
+    qtbot.waitUntil(lambda: len(view.session.answer.text) > 20 and view.session.answer.key is not None, timeout=TIMEOUT)
+    answer_id, conversation_id = view.session.answer.key, view.session.conversation.id
     stopped, _ = _close(studio, qtbot)
     child.join(10)
     answer = next(m for m in _reopened_messages(conversation_id) if m.id == answer_id)
@@ -330,10 +336,10 @@ def test_close_during_a_benchmark(
     _show(studio, qtbot)
     studio.window.show_view("benchmark")  # the view lists the models when it is shown
     view = studio.bench_view
-    qtbot.waitUntil(lambda: bool(view.models), timeout=TIMEOUT)
-    view.runs_box.setValue(100_000)
+    qtbot.waitUntil(lambda: bool(view.setup.models), timeout=TIMEOUT)
+    view.setup.runs_box.setValue(100_000)
     assert view.request_run()
-    qtbot.waitUntil(lambda: view.progress.value() > 0, timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: view.setup.progress.value() > 0, timeout=TIMEOUT)
     stopped, seconds = _close(studio, qtbot)
     reliability.record(
         CATEGORY,
@@ -355,7 +361,7 @@ def test_close_during_a_download(
 ) -> None:
     import huggingface_hub.constants as hf_constants
 
-    from app.models_host import LibraryPlaces
+    from app.hosts.models import LibraryPlaces
     from tests.unit.fake_hub import serve, write_catalog
     from tests.unit.netguard import loopback_only
 
@@ -464,14 +470,14 @@ def test_switching_the_device_during_an_answer(
     view = studio.chat_view
     loads: list[dict[str, Any]] = []
     studio.chat.model_loaded.connect(loads.append)
-    assert view.send_text("Tell me about rivers.")
-    qtbot.waitUntil(lambda: len(view.answer_text) > 10, timeout=TIMEOUT)
-    picker = studio.chat_view.picker.combo
+    assert view.session.send_text("Tell me about rivers.")
+    qtbot.waitUntil(lambda: len(view.session.answer.text) > 10, timeout=TIMEOUT)
+    picker = studio.chat_view.header.picker.combo
     picker.setCurrentIndex(picker.findData("cpu"))  # the user picks another device mid-answer
-    qtbot.waitUntil(lambda: not view.generating and bool(loads), timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: not view.session.generating and bool(loads), timeout=TIMEOUT)
     first = _stored(studio)[-1]
-    assert view.send_text("And lakes?")
-    qtbot.waitUntil(lambda: not view.generating, timeout=TIMEOUT)
+    assert view.session.send_text("And lakes?")
+    qtbot.waitUntil(lambda: not view.session.generating, timeout=TIMEOUT)
     second = _stored(studio)[-1]
     outcome = (
         f"the answer being written ended normally ({first.stop_reason}); the model was reloaded for "
@@ -498,14 +504,14 @@ def test_switching_the_chat_model_during_an_answer(
     _show(studio, qtbot)
     _load_chat(studio, qtbot, "tiny-a")
     view = studio.chat_view
-    assert view.send_text("Tell me about mountains.")
-    qtbot.waitUntil(lambda: len(view.answer_text) > 10, timeout=TIMEOUT)
+    assert view.session.send_text("Tell me about mountains.")
+    qtbot.waitUntil(lambda: len(view.session.answer.text) > 10, timeout=TIMEOUT)
     studio.settings.chat_model = "tiny-b"  # what picking another chat model does
     studio.load_chat_model()
-    qtbot.waitUntil(lambda: not view.generating and view.model_info.get("name") == "tiny-b", timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: not view.session.generating and view.status.info.get("name") == "tiny-b", timeout=TIMEOUT)
     first = _stored(studio)[-1]
-    assert view.send_text("And valleys?")
-    qtbot.waitUntil(lambda: not view.generating, timeout=TIMEOUT)
+    assert view.session.send_text("And valleys?")
+    qtbot.waitUntil(lambda: not view.session.generating, timeout=TIMEOUT)
     second = _stored(studio)[-1]
     outcome = (
         f"the answer being written ended ({first.stop_reason}) and is saved as written by {first.model}; "
@@ -536,13 +542,13 @@ def test_a_generator_error_mid_answer_in_the_app(
         _show(studio, qtbot)
         _load_chat(studio, qtbot, "tiny")
         view = studio.chat_view
-        assert view.send_text("Describe the sky.")
-        qtbot.waitUntil(lambda: not view.generating, timeout=TIMEOUT)
+        assert view.session.send_text("Describe the sky.")
+        qtbot.waitUntil(lambda: not view.session.generating, timeout=TIMEOUT)
         failed = _stored(studio)[-1]
         banner = view.banners.messages()
         og.armed = False
-        assert view.send_text("Try again, please.")
-        qtbot.waitUntil(lambda: not view.generating, timeout=TIMEOUT)
+        assert view.session.send_text("Try again, please.")
+        qtbot.waitUntil(lambda: not view.session.generating, timeout=TIMEOUT)
         after = _stored(studio)[-1]
     finally:
         use_fake_genai(None)
@@ -578,12 +584,12 @@ def test_a_cancel_storm_in_the_chat_view(
     rng = random.Random(3)
     rounds = 100
     for i in range(rounds):
-        assert view.send_text(f"message {i}")
+        assert view.session.send_text(f"message {i}")
         wait = rng.choice([0, 0, 1, 5, 20, 60])
         if wait:
             qtbot.wait(wait)
-        view.stop()
-        qtbot.waitUntil(lambda: not view.generating, timeout=TIMEOUT)
+        view.session.stop()
+        qtbot.waitUntil(lambda: not view.session.generating, timeout=TIMEOUT)
         if i % 25 == 24:
             view.new_conversation()
     conversations = studio.store.list()
@@ -596,8 +602,8 @@ def test_a_cancel_storm_in_the_chat_view(
         [m.role for m in studio.store.messages(c.id)] == ["user", "assistant"] * (c.message_count // 2)
         for c in conversations
     )
-    assert view.send_text("Still there?")
-    qtbot.waitUntil(lambda: not view.generating, timeout=TIMEOUT)
+    assert view.session.send_text("Still there?")
+    qtbot.waitUntil(lambda: not view.session.generating, timeout=TIMEOUT)
     last = _stored(studio)[-1]
     reliability.record(
         CATEGORY,
@@ -616,17 +622,21 @@ def test_the_disk_stops_taking_conversations_mid_chat(
 ) -> None:
     """The database turns read-only after the question is stored: the answer the user watched being
     written must stay on screen (and be stored once the disk works again), not vanish."""
-    model = FakeChatModel(pieces=["An answer ", "the user ", "reads."], delay=0.05)
+    model = FakeChatModel(pieces=["An answer ", "the user ", "reads."], delay=0.3)
     studio = make_studio(chat_loader=loader_for(model))
     _show(studio, qtbot)
     studio.chat.load("fake-model", studio.choice_model.choice())
     view = studio.chat_view
-    qtbot.waitUntil(lambda: bool(view.model_info), timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: bool(view.status.info), timeout=TIMEOUT)
     conn = studio.store._require_open().conn
-    assert view.send_text("A question")
+    assert view.session.send_text("A question")
+    qtbot.waitUntil(lambda: view.session.conversation is not None, timeout=TIMEOUT)  # the question is stored
+    conversation = view.session.conversation.id
+    # The answer's row is stored when the answer starts: the disk turns read-only while it is written.
+    qtbot.waitUntil(lambda: any(m.role == "assistant" for m in studio.store.messages(conversation)), timeout=TIMEOUT)
     conn.execute("PRAGMA query_only = ON")  # the disk turns read-only
-    qtbot.waitUntil(lambda: not view.generating, timeout=TIMEOUT)
-    on_screen = view.transcript.plain_text()
+    qtbot.waitUntil(lambda: not view.session.generating, timeout=TIMEOUT)
+    on_screen = view.transcript.toPlainText()
     banner = view.banners.messages()
     conn.execute("PRAGMA query_only = OFF")
     shown = "An answer the user reads." in on_screen
@@ -640,9 +650,9 @@ def test_the_disk_stops_taking_conversations_mid_chat(
     assert banner and "read-only" in banner[0]
     assert shown, "the finished answer vanished from the transcript"
     # Once the disk works again, the kept answer is stored in its place, before the next question.
-    assert view.send_text("Next question")
-    qtbot.waitUntil(lambda: not view.generating, timeout=TIMEOUT)
-    stored = studio.store.messages(view.conversation.id)
+    assert view.session.send_text("Next question")
+    qtbot.waitUntil(lambda: not view.session.generating, timeout=TIMEOUT)
+    stored = studio.store.messages(view.session.conversation.id)
     assert [m.role for m in stored] == ["user", "assistant", "user", "assistant"]
     assert stored[1].text == "An answer the user reads."
 

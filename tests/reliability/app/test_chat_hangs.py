@@ -18,8 +18,10 @@ import psutil
 import pytest
 
 from app import model_trials, paths
-from app.chat_process import ChatProcess, error_from_payload
-from app.hosts import ChatHost
+from app.hosts.chat import ChatHost
+from engines.chat.bounded import EngineProcess, Reply
+from engines.chat.requests import ChatEvent, ChatRequest, Failed, Finished, Status, Text
+from engines.chat.types import ChatMessage, ChatOptions
 from engines.child import CHILD_MARK, is_child_command
 from engines.errors import CancelledError, ModelError
 from engines.types import CancelToken, DeviceChoice
@@ -77,37 +79,50 @@ def _no_children_left(before: set[int], wait: float = 5.0) -> list[int]:
         time.sleep(0.1)
 
 
-def _request(
-    engine: ChatProcess,
-    message: tuple[Any, ...],
-    events: list[Any] | None = None,
+def _load(
+    engine: EngineProcess,
+    folder: Path,
+    events: list[ChatEvent] | None = None,
     cancel: CancelToken | None = None,
     abandon: Callable[[], bool] = lambda: False,
-) -> tuple[Any, ...]:
-    return engine.request(message, (events.append if events is not None else lambda e: None), cancel, abandon)
+) -> Reply:
+    return engine.load(str(folder), CPU, (events.append if events is not None else lambda e: None), cancel, abandon)
+
+
+def _request(
+    engine: EngineProcess, message: tuple[Any, ...], events: list[ChatEvent] | None = None,
+    cancel: CancelToken | None = None,
+) -> Reply:  # fmt: skip
+    return engine.request(message, (events.append if events is not None else lambda e: None), cancel)
 
 
 def _send(text: str, history: list[tuple[str, str]] | None = None, tokens: int = 200, cid: int = 1) -> tuple[Any, ...]:
-    return ("generate", "send", cid, text, list(history or []), "", {"max_new_tokens": tokens, "do_sample": False})
+    messages = [ChatMessage(role, content) for role, content in history or []]
+    options = ChatOptions(max_new_tokens=tokens, do_sample=False)
+    return ("answer", ChatRequest.send(messages, text, options=options, conversation=cid))
 
 
-# --- the chat engine (ChatProcess), as the app's chat host drives it ------------------------------------
+def _error(outcome: Reply) -> Any:
+    assert isinstance(outcome, Failed), outcome
+    return outcome.error
+
+
+# --- the chat engine (EngineProcess), as the chat service drives it -------------------------------------
 
 
 def test_the_trial_refuses_a_model_that_hangs_from_its_first_token(always_hangs: Path, reliability: Recorder) -> None:
-    engine = ChatProcess()
-    events: list[Any] = []
+    engine = EngineProcess()
+    events: list[ChatEvent] = []
     try:
         started = time.monotonic()
-        outcome = _request(engine, ("load", str(always_hangs), CPU), events)
+        outcome = _load(engine, always_hangs, events)
         elapsed = time.monotonic() - started
-        assert outcome[0] == "failed"
-        error = error_from_payload(outcome[1])
+        error = _error(outcome)
         message = error.user_text()
         reliability.record(CATEGORY, "the app's chat engine: a user model whose decoder hangs from its first token",
                            "refused by its trial within the trial's bound, with the reason", message)  # fmt: skip
         assert isinstance(error, ModelError) and f"within {TRIAL_SECONDS:.0f} s" in message
-        assert any(e[0] == "status" and e[1].startswith("Trying always-hangs") for e in events)
+        assert any(isinstance(e, Status) and e.text.startswith("Trying always-hangs") for e in events)
         assert TRIAL_SECONDS - 1 < elapsed < TRIAL_SECONDS + 10
         assert engine.last_load is None  # nothing to load again behind the user's back
         assert not _engine_children("npu-studio-trial"), "the trial process outlived its verdict"
@@ -116,25 +131,25 @@ def test_the_trial_refuses_a_model_that_hangs_from_its_first_token(always_hangs:
 
 
 def test_a_model_that_hangs_later_is_stopped_at_its_token_bound(hangs_later: Path, reliability: Recorder) -> None:
-    engine = ChatProcess()
-    texts: list[Any] = []
+    engine = EngineProcess()
+    texts: list[ChatEvent] = []
     try:
-        assert _request(engine, ("load", str(hangs_later), CPU))[0] == "loaded"  # its trial passed
+        assert _load(engine, hangs_later)[0] == "loaded"  # type: ignore[index]  # its trial passed
         child = engine._process
         started = time.monotonic()
         outcome = _request(engine, _send("hi"), texts)
         elapsed = time.monotonic() - started
-        error = error_from_payload(outcome[1])
+        error = _error(outcome)
         reliability.record(CATEGORY, "the app's chat engine: a user model that passed its trial, then hangs "
                            "mid-answer", "stopped at its token bound (the trial's time limit); not loaded again "
                            "unasked", error.user_text())  # fmt: skip
-        assert outcome[0] == "failed" and isinstance(error, ModelError)
+        assert isinstance(error, ModelError)
         assert "next token" in error.message and f"within {TRIAL_SECONDS:.0f} s" in error.message
-        assert any(e[0] == "text" for e in texts), "the answer streamed before the hang"
+        assert any(isinstance(e, Text) for e in texts), "the answer streamed before the hang"
         assert TRIAL_SECONDS < elapsed < TRIAL_SECONDS + 10
         assert not child.is_alive() and engine.last_load is None
         outcome = _request(engine, _send("hi", tokens=2))  # no model in a new engine: it says so
-        assert outcome[0] == "failed" and "No chat model is loaded" in error_from_payload(outcome[1]).message
+        assert "No chat model is loaded" in _error(outcome).message
     finally:
         engine.close()
 
@@ -142,16 +157,16 @@ def test_a_model_that_hangs_later_is_stopped_at_its_token_bound(hangs_later: Pat
 def test_stop_kills_a_hung_engine_within_the_grace_and_the_next_message_reloads(
     hangs_later: Path, reliability: Recorder
 ) -> None:
-    engine = ChatProcess()
-    events: list[Any] = []
+    engine = EngineProcess()
+    events: list[ChatEvent] = []
     cancel = CancelToken()
     try:
-        assert _request(engine, ("load", str(hangs_later), CPU))[0] == "loaded"
+        assert _load(engine, hangs_later)[0] == "loaded"  # type: ignore[index]
         child = engine._process
         stop_at: list[float] = []
 
         def stop_when_hung() -> None:  # Stop once the answer has streamed and no text came for 0.5 s
-            while not any(e[0] == "text" for e in events):
+            while not any(isinstance(e, Text) for e in events):
                 time.sleep(0.05)
             count = -1
             while count != len(events):
@@ -163,32 +178,32 @@ def test_stop_kills_a_hung_engine_within_the_grace_and_the_next_message_reloads(
         threading.Thread(target=stop_when_hung, daemon=True).start()
         outcome = _request(engine, _send("hi"), events, cancel)
         killed_after = time.monotonic() - stop_at[0]
-        error = error_from_payload(outcome[1])
-        partial = "".join(e[1] for e in events if e[0] == "text")
+        error = _error(outcome)
+        partial = "".join(e.text for e in events if isinstance(e, Text))
         reliability.record(CATEGORY, "the app's chat engine: Stop while the model's graph hangs mid-answer",
                            f"the engine is killed within the {STOP_GRACE:.0f} s grace; the answer so "
                            "far is kept; the next message reloads the model with the conversation",
                            error.user_text())  # fmt: skip
         reliability.measure("Stop during a hang: engine killed after (chat engine)", f"{killed_after:.2f} s")
-        assert outcome[0] == "failed" and isinstance(error, CancelledError) and "restarted" in error.message
+        assert isinstance(error, CancelledError) and "restarted" in error.message
         assert STOP_GRACE <= killed_after < STOP_GRACE + 2
         assert not child.is_alive() and engine.last_load == (str(hangs_later), CPU)
         history = [("user", "hi"), ("assistant", partial)]
         outcome = _request(engine, _send(LONG_MESSAGE, history, tokens=4))
-        assert outcome[0] == "finished", outcome
-        stats = outcome[1]
-        assert stats["generated_tokens"] >= 1 and engine._process is not child
-        alone = _request(engine, ("count", LONG_MESSAGE))[1] + _request(engine, ("count", partial))[1]
-        assert stats["prompt_tokens"] > alone, "the restarted engine was given the conversation so far"
+        assert isinstance(outcome, Finished), outcome
+        stats = outcome.stats
+        assert stats.generated_tokens >= 1 and engine._process is not child
+        alone = _request(engine, ("count", LONG_MESSAGE))[1] + _request(engine, ("count", partial))[1]  # type: ignore[index]
+        assert stats.prompt_tokens > alone, "the restarted engine was given the conversation so far"
     finally:
         engine.close()
 
 
 @pytest.mark.parametrize("how", ["stop", "close"])
 def test_stop_or_closing_ends_a_trial_at_once(how: str, always_hangs: Path, reliability: Recorder) -> None:
-    engine = ChatProcess()
+    engine = EngineProcess()
     cancel, closing = CancelToken(), threading.Event()
-    events: list[Any] = []
+    events: list[ChatEvent] = []
     try:
         def end_when_trying() -> None:
             while not _engine_children("npu-studio-trial"):
@@ -198,9 +213,9 @@ def test_stop_or_closing_ends_a_trial_at_once(how: str, always_hangs: Path, reli
 
         threading.Thread(target=end_when_trying, daemon=True).start()
         started = time.monotonic()
-        outcome = _request(engine, ("load", str(always_hangs), CPU), events, cancel, closing.is_set)
+        outcome = _load(engine, always_hangs, events, cancel, closing.is_set)
         elapsed = time.monotonic() - started
-        error = error_from_payload(outcome[1])
+        error = _error(outcome)
         what = "Stop" if how == "stop" else "closing the app"
         case = f"the app's chat engine: {what} while a user chat model is tried"
         reliability.record(CATEGORY, case, "the trial process is killed at once; the load says so", error.user_text())
@@ -228,7 +243,7 @@ def test_the_chat_host_refuses_a_hanging_model_and_goes_on_with_another(
         with qtbot.waitSignal(host.model_loaded, timeout=TIMEOUT):
             host.load(hangs_later, CPU)
         with qtbot.waitSignal(host.failed, timeout=TIMEOUT) as failed:
-            host.send(1, "hi", [], "", {"max_new_tokens": 200})
+            host.generate("send", 1, "hi", [], "", {"max_new_tokens": 200})
         message = failed.args[0].user_text()
         reliability.record(CATEGORY, "the app's chat host: a model refused by its trial, then one that hangs "
                            "mid-answer", "errors in the view; another model loads and answers", message)  # fmt: skip
@@ -236,7 +251,7 @@ def test_the_chat_host_refuses_a_hanging_model_and_goes_on_with_another(
         with qtbot.waitSignal(host.model_loaded, timeout=TIMEOUT):
             host.load(tiny_llm, CPU)
         with qtbot.waitSignal(host.generation_finished, timeout=TIMEOUT) as finished:
-            host.send(2, "hi", [], "", {"max_new_tokens": 3})
+            host.generate("send", 2, "hi", [], "", {"max_new_tokens": 3})
         assert finished.args[0]["generated_tokens"] >= 1
     finally:
         assert host.shutdown(), "the chat host did not stop"
@@ -290,9 +305,9 @@ def _choose(studio: Any, qtbot: Any, name: str) -> None:
 
 
 def _banner_texts(view: Any) -> list[tuple[str, str]]:
-    from ui.chat_state import derive
+    from ui.chat.state import derive
 
-    return [(b.severity, b.message) for b in derive(view.inputs).banners]
+    return [(b.severity, b.message) for b in derive(view.status.inputs).banners]
 
 
 def test_the_app_refuses_a_model_that_hangs_and_stays_responsive(
@@ -302,16 +317,16 @@ def test_the_app_refuses_a_model_that_hangs_and_stays_responsive(
     _show(studio, qtbot)
     view = studio.chat_view
     shown: list[str] = []
-    studio.chat.status.connect(lambda t: shown.append(view.inputs.loading) if t else None)
+    studio.chat.status.connect(lambda t: shown.append(view.status.inputs.loading) if t else None)
     started = time.monotonic()
     _choose(studio, qtbot, "always-hangs")
     ticks: list[float] = []
     timer_started = time.monotonic()
-    while view.inputs.model_error is None and time.monotonic() - timer_started < TIMEOUT / 1000:
+    while view.status.inputs.model_error is None and time.monotonic() - timer_started < TIMEOUT / 1000:
         qtbot.wait(100)  # the UI thread keeps turning while the model is tried
         ticks.append(time.monotonic())
     elapsed = time.monotonic() - started
-    error = view.inputs.model_error
+    error = view.status.inputs.model_error
     reliability.record(CATEGORY, "the app: choosing a user chat model whose decoder hangs from its first token",
                        "a status while it is tried; refused with the reason; the window responds",
                        getattr(error, "user_text", lambda: str(error))())  # fmt: skip
@@ -322,7 +337,7 @@ def test_the_app_refuses_a_model_that_hangs_and_stays_responsive(
     assert not _engine_children("npu-studio-trial")
     shutil.copytree(tiny_llm, paths.user_models_dir() / "tiny")  # and another model loads
     _choose(studio, qtbot, "tiny")
-    qtbot.waitUntil(lambda: view.model_info.get("name") == "tiny", timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: view.status.info.get("name") == "tiny", timeout=TIMEOUT)
 
 
 def test_stop_in_the_app_during_a_hang_keeps_the_answer_and_the_next_message_answers(
@@ -332,20 +347,20 @@ def test_stop_in_the_app_during_a_hang_keeps_the_answer_and_the_next_message_ans
     _show(studio, qtbot)
     view = studio.chat_view
     _choose(studio, qtbot, "hangs-later")
-    qtbot.waitUntil(lambda: view.model_info.get("name") == "hangs-later", timeout=TIMEOUT)
-    assert view.send_text("hi")
-    qtbot.waitUntil(lambda: len(view.answer_text) > 0, timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: view.status.info.get("name") == "hangs-later", timeout=TIMEOUT)
+    assert view.session.send_text("hi")
+    qtbot.waitUntil(lambda: len(view.session.answer.text) > 0, timeout=TIMEOUT)
     length = -1
-    while length != len(view.answer_text):  # streaming, until the graph hangs
-        length = len(view.answer_text)
+    while length != len(view.session.answer.text):  # streaming, until the graph hangs
+        length = len(view.session.answer.text)
         qtbot.wait(500)
-    partial = view.answer_text
-    child = studio.chat.worker._process._process
+    partial = view.session.answer.text
+    child = studio.chat.service.engine._process
     stopped = time.monotonic()
-    view.stop()
-    qtbot.waitUntil(lambda: not view.generating, timeout=TIMEOUT)
+    view.session.stop()
+    qtbot.waitUntil(lambda: not view.session.generating, timeout=TIMEOUT)
     took = time.monotonic() - stopped
-    answer = view.messages[-1]
+    answer = view.session.messages[-1]
     banners = _banner_texts(view)
     reliability.record(CATEGORY, "the app: Stop while the model's graph hangs mid-answer",
                        "the engine is killed within the grace; the answer so far is kept as stopped; the next "
@@ -355,13 +370,13 @@ def test_stop_in_the_app_during_a_hang_keeps_the_answer_and_the_next_message_ans
     assert not child.is_alive()
     assert answer.role == "assistant" and answer.stop_reason == "cancelled" and answer.text == partial
     assert any(severity == "info" and "restarted" in text for severity, text in banners), banners
-    answers = len([m for m in view.messages if m.role == "assistant"])
-    assert view.send_text(LONG_MESSAGE)
-    qtbot.waitUntil(lambda: not view.generating, timeout=TIMEOUT)
-    stored = [m for m in view.messages if m.role == "assistant"]
+    answers = len([m for m in view.session.messages if m.role == "assistant"])
+    assert view.session.send_text(LONG_MESSAGE)
+    qtbot.waitUntil(lambda: not view.session.generating, timeout=TIMEOUT)
+    stored = [m for m in view.session.messages if m.role == "assistant"]
     assert len(stored) == answers + 1 and stored[-1].stop_reason in ("length", "eos", "context")
     assert stored[-2].text == partial  # the stopped answer is still there
-    assert view.model_info.get("name") == "hangs-later" and not view.inputs.loading  # loaded again, said so
+    assert view.status.info.get("name") == "hangs-later" and not view.status.inputs.loading  # loaded again, said so
 
 
 def test_the_app_stops_a_model_that_hangs_later_and_goes_on_with_another(
@@ -372,24 +387,25 @@ def test_the_app_stops_a_model_that_hangs_later_and_goes_on_with_another(
     _show(studio, qtbot)
     view = studio.chat_view
     _choose(studio, qtbot, "hangs-later")
-    qtbot.waitUntil(lambda: view.model_info.get("name") == "hangs-later", timeout=TIMEOUT)
-    child = studio.chat.worker._process._process
-    assert view.send_text("hi")
-    qtbot.waitUntil(lambda: not view.generating, timeout=TIMEOUT)
-    error = view.inputs.answer_error
+    qtbot.waitUntil(lambda: view.status.info.get("name") == "hangs-later", timeout=TIMEOUT)
+    child = studio.chat.service.engine._process
+    assert view.session.send_text("hi")
+    qtbot.waitUntil(lambda: not view.session.generating, timeout=TIMEOUT)
+    error = view.status.inputs.answer_error
     banners = _banner_texts(view)
     reliability.record(CATEGORY, "the app: a user model that passed its trial, then hangs mid-answer",
                        "stopped at its token bound; the error and 'not loaded' shown; another model loads and "
                        "answers", banners)  # fmt: skip
     assert isinstance(error, ModelError) and "next token" in error.message
     assert any(severity == "error" and "next token" in text for severity, text in banners), banners
-    assert not child.is_alive() and view.model_info == {} and not view.inputs.info  # no model now, says the chip
-    assert view.messages[-1].role == "assistant" and view.messages[-1].text  # the answer so far is kept
+    assert not child.is_alive() and not view.status.info  # no model now, says the chip
+    assert view.session.messages[-1].role == "assistant" and view.session.messages[-1].text  # the answer so far is kept
     _choose(studio, qtbot, "tiny")
-    qtbot.waitUntil(lambda: view.model_info.get("name") == "tiny", timeout=TIMEOUT)
-    assert view.send_text("hello")
-    qtbot.waitUntil(lambda: not view.generating, timeout=TIMEOUT)
-    assert view.inputs.answer_error is None and view.messages[-1].stop_reason in ("length", "eos", "context")
+    qtbot.waitUntil(lambda: view.status.info.get("name") == "tiny", timeout=TIMEOUT)
+    assert view.session.send_text("hello")
+    qtbot.waitUntil(lambda: not view.session.generating, timeout=TIMEOUT)
+    assert view.status.inputs.answer_error is None
+    assert view.session.messages[-1].stop_reason in ("length", "eos", "context")
 
 
 @pytest.mark.parametrize("when", ["trial", "hang"])
@@ -406,9 +422,9 @@ def test_closing_the_app_during_a_trial_or_a_hang_leaves_no_process(
         qtbot.waitUntil(lambda: bool(_engine_children("npu-studio-trial")), timeout=TIMEOUT)
     else:
         _choose(studio, qtbot, "hangs-later")
-        qtbot.waitUntil(lambda: view.model_info.get("name") == "hangs-later", timeout=TIMEOUT)
-        assert view.send_text("hi")
-        qtbot.waitUntil(lambda: len(view.answer_text) > 0, timeout=TIMEOUT)
+        qtbot.waitUntil(lambda: view.status.info.get("name") == "hangs-later", timeout=TIMEOUT)
+        assert view.session.send_text("hi")
+        qtbot.waitUntil(lambda: len(view.session.answer.text) > 0, timeout=TIMEOUT)
         qtbot.wait(1500)  # hung by now (~50 tokens at a few ms each)
     started = time.monotonic()
     studio.window.close()

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from app.hosts import ChatHost
+from app.hosts.chat import ChatHost
 from engines.types import DeviceChoice
 from tests.reliability.conftest import Recorder
 from tests.reliability.test_model_code import chat_folder
@@ -33,10 +33,10 @@ def test_the_chat_view_gets_an_error_and_goes_on_with_another_model(
         with qtbot.waitSignal(host.model_loaded, timeout=TIMEOUT):
             host.load(folder, CPU)
         with qtbot.waitSignal(host.generation_finished, timeout=TIMEOUT):
-            host.send(1, "hi", [], "", {"max_new_tokens": 2})
+            host.generate("send", 1, "hi", [], "", {"max_new_tokens": 2})
         started = time.monotonic()
         with qtbot.waitSignal(host.failed, timeout=TIMEOUT) as failed:
-            host.send(1, TRIGGER, [("user", "hi"), ("assistant", "Hello")], "", {"max_new_tokens": 2})
+            host.generate("send", 1, TRIGGER, [("user", "hi"), ("assistant", "Hello")], "", {"max_new_tokens": 2})
         elapsed = time.monotonic() - started
         message = failed.args[0].user_text()
         reliability.record(CATEGORY, f"the app's chat view: a template that {NAMES[kind]} on the word '{TRIGGER}'",
@@ -47,7 +47,7 @@ def test_the_chat_view_gets_an_error_and_goes_on_with_another_model(
         with qtbot.waitSignal(host.model_loaded, timeout=TIMEOUT):
             host.load(good, CPU)
         with qtbot.waitSignal(host.generation_finished, timeout=TIMEOUT) as finished:
-            host.send(2, TRIGGER, [], "", {"max_new_tokens": 2})
+            host.generate("send", 2, TRIGGER, [], "", {"max_new_tokens": 2})
         assert finished.args[0]["generated_tokens"] >= 1
     finally:
         assert host.shutdown(), "the chat host did not stop"
