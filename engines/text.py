@@ -44,11 +44,6 @@ def printable(text: object, *, newlines: bool = True) -> str:
     return value
 
 
-def is_printable(text: str) -> bool:
-    """True when `printable(text)` would change nothing."""
-    return _UNSAFE.search(text) is None
-
-
 def _json_escape(match: re.Match[str]) -> str:
     return f"\\u{ord(match.group()):04x}"
 

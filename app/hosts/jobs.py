@@ -2,11 +2,11 @@
 
 Each engine has a host (in the GUI thread) that owns a worker moved to its own QThread; requests run
 one at a time, in order, in that thread. `Host.submit(name, fn)` is the generic runner: `fn(context)`
-runs in the host's thread and its `Job` says `started`, `yielded(value)` (what `context.yield_` sends),
-`returned(value)` or `errored(StudioError)`, then `finished`, in that order, in the GUI thread. An
-operation is one method that submits one function (see DevicesHost.discover); a function that streams
-(per-image results, progress) calls `context.send(host.some_signal, *args)`, which emits that host
-signal in the GUI thread, in order with everything else the job reports.
+runs in the host's thread and its `Job` says `started`, `returned(value)` or `errored(StudioError)`,
+then `finished`, in that order, in the GUI thread. An operation is one method that submits one function
+(see DevicesHost.discover); a function that streams (per-image results, progress) calls
+`context.send(host.some_signal, *args)`, which emits that host signal in the GUI thread, in order with
+everything else the job reports.
 
 Why a small runner here and not superqt's `thread_worker` (which napari uses): superqt starts a worker
 per call on a new QThread or the global thread pool; the hosts need one long-lived thread per engine
@@ -76,7 +76,6 @@ class Job(QObject):
     """One submitted operation, as the GUI thread sees it (signals arrive there, in this order)."""
 
     started = Signal()
-    yielded = Signal(object)
     returned = Signal(object)
     errored = Signal(object)  # StudioError
     finished = Signal()
@@ -94,7 +93,7 @@ class Job(QObject):
 
 
 class JobContext:
-    """What a job's function gets in the worker thread: the cancel token, `yield_` and `status`."""
+    """What a job's function gets in the worker thread: the cancel token, `status` and `send`."""
 
     def __init__(self, job: Job, worker: Worker) -> None:
         self._job = job
@@ -104,9 +103,6 @@ class JobContext:
     @property
     def cancelled(self) -> bool:
         return self.cancel.cancelled
-
-    def yield_(self, value: Any) -> None:
-        self._job.yielded.emit(value)
 
     def status(self, text: str) -> None:
         self._worker.status.emit(text)
@@ -131,23 +127,6 @@ class Worker(QObject):
 
     def dispose(self) -> None:
         """Release what the worker holds once its thread has stopped (override)."""
-
-    def run_job(self, name: str, job: Callable[[], None]) -> None:
-        if self.closing.is_set():
-            log.debug("skipping %s: shutting down", name)
-            return
-        try:
-            if self.runtime:
-                import_serialized()
-            job()
-        except Exception as exc:  # every failure reaches the UI as a readable message
-            if not isinstance(exc, StudioError):
-                log.exception("%s failed", name)
-            else:
-                log.info("%s failed: %s", name, exc.user_text())
-            self.failed.emit(as_studio_error(exc))
-        finally:
-            self.status.emit("")
 
     @Slot(object)
     def run_submitted(self, job: Job) -> None:

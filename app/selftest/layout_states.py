@@ -127,8 +127,7 @@ def _focus_strict(studio: Studio, key: str) -> Generator[None, None, None]:
 
 
 def _no_focus(_studio: Studio, _key: str) -> Generator[None, None, None]:
-    return
-    yield
+    yield from ()
 
 
 @dataclass(frozen=True)

@@ -5,26 +5,17 @@ from __future__ import annotations
 
 import gc
 import time
-from pathlib import Path
 from typing import Any
 
-from engines.bench.data import CHAT, BenchConfig, DeviceResult, SessionTimes
-from engines.bench.measure import Reporter, ResourceMeter, check_cancel, measured_on
+from engines.bench.data import CHAT, DeviceResult, SessionTimes
+from engines.bench.measure import DeviceJob, ResourceMeter, check_cancel, measured_on
 from engines.bench.stats import LatencyStats
 from engines.errors import CancelledError
-from engines.runtime.devices import DiscoveryReport
-from engines.types import CancelToken, DeviceChoice, DeviceType
+from engines.types import DeviceChoice
 
 
-def bench_chat(
-    folder: Path,
-    device: DeviceType,
-    ep: str,
-    config: BenchConfig,
-    report: DiscoveryReport,
-    reporter: Reporter,
-    cancel: CancelToken | None,
-) -> DeviceResult:
+def bench_chat(job: DeviceJob) -> DeviceResult:
+    folder, device, ep, config, reporter, cancel = job.folder, job.device, job.ep, job.config, job.reporter, job.cancel
     from engines.api import load_chat_model
     from engines.bench.genai import RawGenaiLoop, chat_numbers, chat_prompt_tokens, lockstep_answer
     from engines.chat.model import genai

@@ -7,11 +7,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engines.bench.data import OK, BenchProgress, Resources
+from engines.bench.data import OK, BenchConfig, BenchProgress, Resources
 from engines.errors import CancelledError
+from engines.runtime.devices import DiscoveryReport
 from engines.types import CancelToken, DeviceType, Placement
 
 BURST = 1  # calls per candidate before switching: pairs of calls made back to back
@@ -143,3 +145,16 @@ def measured_on(folder: Path, kind: str, device: DeviceType, ep: str, placement:
         "fallback_reason": placement.reason if placement.fell_back else "",
         "placement": placement.as_dict(),
     }
+
+
+@dataclass(frozen=True)
+class DeviceJob:
+    """One model on one device type, as the runner hands it to the chat or the vision measurement."""
+
+    folder: Path
+    device: DeviceType
+    ep: str  # the device's first usable EP
+    config: BenchConfig
+    report: DiscoveryReport  # the devices found, which the sessions are opened against
+    reporter: Reporter
+    cancel: CancelToken | None

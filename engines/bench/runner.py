@@ -43,6 +43,7 @@ from engines.bench.data import (
 )
 from engines.bench.measure import (
     BenchProgressCallback,
+    DeviceJob,
     Reporter,
     ResourceMeter,
     check_cancel,
@@ -146,7 +147,7 @@ def run_benchmark(
 
                 measure = _bench_vision if kind == VISION else bench_chat
                 try:
-                    result = measure(folder, device, ep, config, report, reporter, cancel)
+                    result = measure(DeviceJob(folder, device, ep, config, report, reporter, cancel))
                 except CancelledError:
                     raise
                 except Exception as exc:
@@ -185,15 +186,8 @@ class _VisionTimes:
     notes: list[str]
 
 
-def _bench_vision(
-    folder: Path,
-    device: DeviceType,
-    ep: str,
-    config: BenchConfig,
-    report: DiscoveryReport,
-    reporter: Reporter,
-    cancel: CancelToken | None,
-) -> DeviceResult:
+def _bench_vision(job: DeviceJob) -> DeviceResult:
+    folder, device, ep, config, reporter, cancel = job.folder, job.device, job.ep, job.config, job.reporter, job.cancel
     from engines.api import open_classifier
     from engines.runtime.compiled_cache import CompiledModelCache
 
@@ -201,7 +195,7 @@ def _bench_vision(
 
     def open_on_device(cache: CompiledModelCache) -> Any:
         # The model as given (no variant swap): the bench compares one model across devices.
-        return open_classifier(folder, choice, cache=cache, threads=config.threads, warmup=False, report=report)
+        return open_classifier(folder, choice, cache=cache, threads=config.threads, warmup=False, report=job.report)
 
     # A fresh cache: the first session pays the whole first-run cost (compiling, where the EP compiles),
     # the second loads what the first stored, whatever the user's own cache holds.

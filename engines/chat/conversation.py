@@ -31,12 +31,12 @@ from engines.chat.generation import (
     check_messages,
     check_text,
     common_prefix_length,
-    message_text,
     render_prompt,
     run_steps,
     turn_starts,
 )
 from engines.chat.model import genai
+from engines.chat.requests import ChatRequest, Guidance, Turn
 from engines.chat.types import Answer, ChatMessage, ChatOptions, GenerationStats, StopReason
 from engines.errors import ContextOverflowError, GenerationError, StudioError
 from engines.runtime.fallback import note_failure
@@ -44,7 +44,6 @@ from engines.types import CancelToken
 
 if TYPE_CHECKING:
     from engines.chat.loaded import ChatModel
-    from engines.chat.requests import Guidance
 
 __all__ = ["Conversation", "GenerationFailedError"]
 
@@ -142,27 +141,6 @@ class Conversation:
 
     # -- turns -----------------------------------------------------------------------------
 
-    def answer(
-        self,
-        messages: Sequence[ChatMessage],
-        on_text: TextCallback | None = None,
-        cancel: CancelToken | None = None,
-        *,
-        prefix: str = "",
-        stop: Sequence[str] = (),
-        guidance: Guidance | None = None,
-        drop_oldest: bool = True,
-    ) -> GenerationStats:
-        """Answer the last (user) message of `messages`, which become this conversation's transcript.
-        The generator keeps what it holds of them: a transcript that goes on from the last one prefills
-        only its new turn. `prefix`: the start of the answer, which the model goes on from (continue).
-        `stop`: the answer ends before the first of these. `guidance`: the answer follows that grammar
-        (its generator is built for this answer alone). `drop_oldest`: a conversation longer than the
-        window loses its oldest turns (the app's chat); False refuses it instead (ContextOverflowError
-        with both counts: a caller that sent the whole conversation expects it read whole)."""
-        return run_steps(self.answer_steps(messages, on_text, cancel, prefix=prefix, stop=stop, guidance=guidance,
-                                           drop_oldest=drop_oldest))  # fmt: skip
-
     def answer_steps(
         self,
         messages: Sequence[ChatMessage],
@@ -174,9 +152,16 @@ class Conversation:
         guidance: Guidance | None = None,
         drop_oldest: bool = True,
     ) -> Steps[GenerationStats]:
-        """`answer` one step at a time, for an engine that steps several answers in turn: the first step
-        reads the prompt and makes the first token, each next one makes one more token. The conversation
-        is busy from the first step to the last."""
+        """Answer the last (user) message of `messages`, which become this conversation's transcript, one
+        step at a time (the engine steps several answers in turn; `run_steps` runs one to its end): the
+        first step reads the prompt and makes the first token, each next one makes one more token. The
+        conversation is busy from the first step to the last. The generator keeps what it holds of the
+        messages: a transcript that goes on from the last one prefills only its new turn. `prefix`: the
+        start of the answer, which the model goes on from (continue). `stop`: the answer ends before the
+        first of these. `guidance`: the answer follows that grammar (its generator is built for this answer
+        alone). `drop_oldest`: a conversation longer than the window loses its oldest turns (the app's
+        chat); False refuses it instead (ContextOverflowError with both counts: a caller that sent the whole
+        conversation expects it read whole)."""
         messages = list(messages)
         if not messages or messages[-1].role != "user":
             raise GenerationError("There is no question to answer.", "Send a message first.")
@@ -196,37 +181,32 @@ class Conversation:
         self, text: str, on_text: TextCallback | None = None, cancel: CancelToken | None = None
     ) -> GenerationStats:
         """Answer a new user message, streaming the answer's text to `on_text`."""
-        with self._exclusive():
-            return run_steps(self._respond([*self._messages, ChatMessage("user", message_text(text))], on_text, cancel))
+        return self._turn(Turn.REPLY, text, on_text, cancel)
 
     def regenerate(self, on_text: TextCallback | None = None, cancel: CancelToken | None = None) -> GenerationStats:
         """Answer the last user message again (the last answer is replaced)."""
-        with self._exclusive():
-            starts = turn_starts(self._messages)
-            if not starts:
-                raise GenerationError("There is no answer to regenerate yet.", "Send a message first.")
-            return run_steps(self._respond(self._messages[: starts[-1] + 1], on_text, cancel))
+        return self._turn(Turn.REGENERATE, "", on_text, cancel)
 
     def edit_last(
         self, text: str, on_text: TextCallback | None = None, cancel: CancelToken | None = None
     ) -> GenerationStats:
         """Replace the last user message (and its answer) and answer it."""
-        with self._exclusive():
-            starts = turn_starts(self._messages)
-            if not starts:
-                raise GenerationError("There is no message to edit yet.", "Send a message first.")
-            kept = self._messages[: starts[-1]]
-            return run_steps(self._respond([*kept, ChatMessage("user", message_text(text))], on_text, cancel))
+        return self._turn(Turn.EDIT, text, on_text, cancel)
 
     def continue_last(self, on_text: TextCallback | None = None, cancel: CancelToken | None = None) -> GenerationStats:
         """Write more of the last answer (one that stopped at the length limit, or was stopped): the
         model goes on from its last token, and the new text is added to that answer."""
-        with self._exclusive():
-            if not self._messages or self._messages[-1].role != "assistant":
-                raise GenerationError("There is no answer to continue.", "Send a message first.")
-            return run_steps(self._respond(self._messages[:-1], on_text, cancel, prefix=self._messages[-1].content))
+        return self._turn(Turn.CONTINUE, "", on_text, cancel)
 
     # -- internals -------------------------------------------------------------------------
+
+    def _turn(self, turn: Turn, text: str, on_text: TextCallback | None, cancel: CancelToken | None) -> GenerationStats:
+        """One turn on this conversation's transcript: what is answered, and from what start, by the same
+        rules as a service request of that kind (`ChatRequest.answered`)."""
+        with self._exclusive():
+            history = (*self._messages, ChatMessage("user", text)) if turn == Turn.REPLY else tuple(self._messages)
+            messages, prefix = ChatRequest(history, turn=turn, text=text).answered()
+            return run_steps(self._respond(list(messages), on_text, cancel, prefix=prefix))
 
     @contextmanager
     def _exclusive(self) -> Iterator[None]:

@@ -9,7 +9,7 @@ libraries (custom ops, EP plugins): a model folder never decides which code runs
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,7 @@ from engines import jsonfile
 from engines.chat import config_policy
 from engines.chat.threads import THREADS_KEY
 from engines.errors import ModelError
-from engines.models.native import refuse_library_keys, walk
+from engines.models.native import referenced_files, refuse_library_keys, walk
 from engines.models.paths import resolve_inside
 from engines.models.safety import inspect_onnx
 from engines.types import CPU_EP
@@ -120,7 +120,7 @@ def validate_model_folder(folder: str | Path) -> ModelFolder:
         max_length = context_length
 
     files: list[str] = []
-    for key_path, name in _referenced_files(config):
+    for key_path, name in referenced_files(config):
         _inside(root, name, f"the file named by {key_path} in {GENAI_CONFIG}")
         files.append(name)
         if name.lower().endswith(".onnx"):
@@ -209,15 +209,6 @@ def _read_json(file: Path, name: str) -> Any:
 def _inside(root: Path, name: object, what: str) -> Path:
     """The file `name` (from a config) as a path inside `root`; a ModelError otherwise."""
     return resolve_inside(root, name, what=what[:1].upper() + what[1:], must_exist=True)
-
-
-def _referenced_files(config: Any) -> Iterator[tuple[str, str]]:
-    for key_path, key, value in walk(config):
-        if key == "filename" or key.endswith("_filename"):
-            yield key_path, value
-        elif key == "filenames" and isinstance(value, list):
-            for index, item in enumerate(value):
-                yield f"{key_path}[{index}]", item
 
 
 def _has_chat_template(root: Path, tokenizer_config: Any) -> bool:

@@ -26,7 +26,6 @@ __all__ = [
     "check_messages",
     "check_text",
     "common_prefix_length",
-    "generate_answer",
     "message_text",
     "observe_renders",
     "render_prompt",
@@ -49,23 +48,6 @@ def run_steps(steps: Generator[None, None, T]) -> T:
             next(steps)
         except StopIteration as done:
             return cast(T, done.value)
-
-
-def generate_answer(
-    generator: Any,
-    tokenizer: Any,
-    *,
-    max_new_tokens: int,
-    eos_token_ids: frozenset[int],
-    on_text: TextCallback | None = None,
-    cancel: CancelToken | None = None,
-    clock: Clock = time.perf_counter,
-    tokens: list[int] | None = None,
-    stop: Sequence[str] = (),
-) -> Answer:
-    """`answer_steps` run to its end: the whole answer, with nothing else stepped in between."""
-    return run_steps(answer_steps(generator, tokenizer, max_new_tokens=max_new_tokens, eos_token_ids=eos_token_ids,
-                                  on_text=on_text, cancel=cancel, clock=clock, tokens=tokens, stop=stop))  # fmt: skip
 
 
 def answer_steps(

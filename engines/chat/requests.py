@@ -113,11 +113,6 @@ class Guidance:
     def json_schema(cls, schema: dict[str, Any] | bool) -> Guidance:
         return cls(GuidanceKind.JSON_SCHEMA, json.dumps(schema))
 
-    @classmethod
-    def any_json(cls) -> Guidance:
-        """Any JSON object (OpenAI's `response_format: json_object`)."""
-        return cls.json_schema({"type": "object"})
-
 
 @dataclass(frozen=True)
 class ChatRequest:

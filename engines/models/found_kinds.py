@@ -5,7 +5,7 @@ The shared reading rules are engines/models/found.py. Pure Python."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ from engines.models.found import (
 )
 from engines.models.library import KIND_CLASSIFIER, KIND_LLM
 from engines.models.manifest import MANIFEST_NAME, SCHEMA_VERSION, Manifest
-from engines.models.native import refuse_library_keys, walk
+from engines.models.native import referenced_files, refuse_library_keys
 from engines.models.paths import resolve_inside
 
 INFERENCE_MODEL = "inference_model.json"  # Foundry Local's name and prompt template for the model
@@ -48,16 +48,6 @@ def describe(candidate: Candidate, limits: ScanLimits) -> FoundModel | BrokenFol
         return describe_vision(candidate, limits)
     except Unreadable as exc:
         return BrokenFolder(candidate.folder, candidate.place.tool, str(exc))
-
-
-def referenced_files(config: Any) -> Iterator[tuple[str, Any]]:
-    """(key path, value) of every file a genai config names (`filename`, `*_filename`, `filenames`)."""
-    for key_path, key, value in walk(config):
-        if key == "filename" or key.endswith("_filename"):
-            yield key_path, value
-        elif key == "filenames" and isinstance(value, list):
-            for index, item in enumerate(value):
-                yield f"{key_path}[{index}]", item
 
 
 def _text(value: Any, limit: int = 200) -> str:

@@ -46,6 +46,16 @@ def walk(node: Any, key_path: str = "") -> Iterator[tuple[str, str, Any]]:
             yield from walk(value, f"{key_path}[{index}]")
 
 
+def referenced_files(config: Any) -> Iterator[tuple[str, Any]]:
+    """(key path, value) of every file a genai config names (`filename`, `*_filename`, `filenames`)."""
+    for key_path, key, value in walk(config):
+        if key == "filename" or key.endswith("_filename"):
+            yield key_path, value
+        elif key == "filenames" and isinstance(value, list):
+            for index, item in enumerate(value):
+                yield f"{key_path}[{index}]", item
+
+
 def refuse_library_keys(data: Any, what: str) -> None:
     """A ModelError when the JSON tree `data` (from the file `what`) asks to load a native library."""
     for key_path, key, value in walk(data):

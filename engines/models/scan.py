@@ -62,13 +62,6 @@ class Walk:
         return self.cancel is not None and self.cancel.cancelled
 
 
-def _is_regular(path: Path) -> bool:
-    try:
-        return stat.S_ISREG(os.stat(path).st_mode)
-    except OSError:
-        return False
-
-
 def _kind(names: set[str]) -> str:
     if GENAI_CONFIG in names:
         return "chat"

@@ -54,10 +54,6 @@ def is_windows_arm64() -> bool:
     return is_windows() and platform.machine().upper() in {"ARM64", "AARCH64"}
 
 
-def is_windows_x64() -> bool:
-    return is_windows() and platform.machine().upper() in {"AMD64", "X86_64"}
-
-
 def vendor_of(vendor: str, vendor_id: int, ep: str) -> str:
     """A readable vendor: ONNX Runtime's text, else from the vendor id, else the EP's maker."""
     if vendor and vendor.strip() and not vendor.lower().startswith("unknown"):

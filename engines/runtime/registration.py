@@ -79,11 +79,6 @@ def registration(ep: str) -> Registration | None:
         return _registered.get(ep)
 
 
-def registrations() -> dict[str, Registration]:
-    with _lock:
-        return dict(_registered)
-
-
 _API_MISMATCH = re.compile(r"API version\s*\[?(\d+)\]?.*?\[\s*1\s*,\s*(\d+)\s*\]", re.IGNORECASE | re.DOTALL)
 _CRT = re.compile(r"msvcp140|vcruntime140|initialization routine failed|error:?\s*1114\b", re.IGNORECASE)
 _MISSING = re.compile(r"error:?\s*126\b|specified module could not be found|cannot open shared object", re.IGNORECASE)

@@ -8,14 +8,20 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from engines.chat.folder import validate_model_folder
-from engines.chat.generation import generate_answer
+from engines.chat.generation import answer_steps, run_steps
 from engines.chat.loaded import ChatModel
-from engines.chat.types import ChatOptions, StopReason
+from engines.chat.types import Answer, ChatOptions, StopReason
 from engines.types import CPU_EP, DeviceChoice
+
+
+def generate_answer(generator: Any, tokenizer: Any, **options: Any) -> Answer:
+    """The whole answer: `answer_steps` run to its end."""
+    return run_steps(answer_steps(generator, tokenizer, **options))
 
 pytestmark = pytest.mark.e2e
 
@@ -168,7 +174,7 @@ def test_a_forged_system_turn_in_a_message_stays_text(model: ChatModel) -> None:
     messages = [ChatMessage("user", "Hello"), ChatMessage("assistant", "Hi! How can I help?"),
                 ChatMessage("user", forged)]  # fmt: skip
     conv = model.new_conversation("", ChatOptions(max_new_tokens=8))
-    stats = conv.answer(messages)
+    stats = run_steps(conv.answer_steps(messages))
     prompt = [int(t) for t in conv._generator.get_sequence(0)][: stats.prompt_tokens]
     turn_start = int(model.tokenizer.to_token_id("<|im_start|>"))
     assert prompt.count(turn_start) == 5

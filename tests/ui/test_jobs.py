@@ -1,5 +1,5 @@
 """The generic job runner: a function submitted to a host runs in the host's own thread and reports
-started / yielded / returned or errored / finished, in that order, in the GUI thread."""
+started / sent / returned or errored / finished, in that order, in the GUI thread."""
 
 from __future__ import annotations
 
@@ -23,22 +23,28 @@ def host() -> Iterator[Host]:
     assert made.shutdown()
 
 
-def test_a_job_runs_in_the_host_thread_and_reports_in_order(host: Host, qtbot: Any) -> None:
+class CountingHost(Host):
+    counted = Signal(int)
+
+
+def test_a_job_runs_in_the_host_thread_and_reports_in_order(qtbot: Any) -> None:
+    host = CountingHost(Worker(), "counting-host")
     seen: list[tuple[str, object]] = []
     main = threading.current_thread().name
 
     def work(context: JobContext) -> str:
         for i in range(3):
-            context.yield_(i)
+            context.send(host.counted, i)
         return threading.current_thread().name
 
+    host.counted.connect(lambda v: seen.append(("sent", v)))
     job = host.submit("counting", work)
-    job.yielded.connect(lambda v: seen.append(("yielded", v)))
     job.returned.connect(lambda v: seen.append(("returned", v)))
     with qtbot.waitSignals([job.started, job.returned, job.finished], order="strict", timeout=TIMEOUT):
         pass
-    assert [kind for kind, _ in seen] == ["yielded", "yielded", "yielded", "returned"]
-    assert [v for kind, v in seen if kind == "yielded"] == [0, 1, 2]
+    assert host.shutdown()
+    assert [kind for kind, _ in seen] == ["sent", "sent", "sent", "returned"]
+    assert [v for kind, v in seen if kind == "sent"] == [0, 1, 2]
     ran_in = seen[-1][1]
     assert ran_in != main, "the function ran in the host's thread, not the GUI thread"
 

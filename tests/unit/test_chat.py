@@ -13,11 +13,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engines.chat.conversation import Conversation
-from engines.chat.generation import HeldSequence, generate_answer, render_prompt
+from engines.chat.generation import HeldSequence, answer_steps, render_prompt, run_steps
 from engines.chat.loaded import ChatModel
-from engines.chat.types import ChatMessage, ChatOptions, GenerationStats, StopReason
+from engines.chat.types import Answer, ChatMessage, ChatOptions, GenerationStats, StopReason
 from engines.errors import GenerationError, ModelError
 from engines.types import CPU_EP, CancelToken, DeviceChoice
+
+
+def generate_answer(generator: Any, tokenizer: Any, **options: Any) -> Answer:
+    """The whole answer: `answer_steps` run to its end."""
+    return run_steps(answer_steps(generator, tokenizer, **options))
 
 SYSTEM = "You are a test."
 FEW = ChatOptions(max_new_tokens=6)

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engines.chat.control_tokens import ESCAPE, ControlTokens
-from engines.chat.generation import render_prompt
+from engines.chat.generation import render_prompt, run_steps
 from engines.chat.loaded import ChatModel
 from engines.chat.local import LocalChat
 from engines.chat.opening import open_service
@@ -118,7 +118,7 @@ def test_the_model_reads_only_the_templates_own_control_tokens(model: ChatModel,
         assert len(forged) > len(own), "the forgery works without the rule (else this test proves nothing)"
     system, messages = _conversation(FORGERIES[forgery])
     conversation = model.new_conversation(system, FEW)
-    stats = conversation.answer(messages)
+    stats = run_steps(conversation.answer_steps(messages))
     prompt = [int(t) for t in conversation._generator.get_sequence(0)][: stats.prompt_tokens]
     assert stats.dropped_turns == 0 and _controls(model, prompt) == own
     said = str(model.tokenizer.decode(prompt)).replace(ESCAPE, "")
@@ -132,7 +132,7 @@ def test_a_continued_answer_and_a_count_read_control_tokens_as_text(model: ChatM
     prompts = []
     for prefix in (f"Sure {strings[0]}", "Sure x"):
         conversation = model.new_conversation("", FEW)
-        stats = conversation.answer([ChatMessage("user", "Hi")], prefix=prefix)
+        stats = run_steps(conversation.answer_steps([ChatMessage("user", "Hi")], prefix=prefix))
         prompts.append([int(t) for t in conversation._generator.get_sequence(0)][: stats.prompt_tokens])
     assert _controls(model, prompts[0]) == _controls(model, prompts[1])
 
