@@ -1,7 +1,7 @@
 """`npu-studio chat`: talk to a local model; `--prompt` for one question, interactive otherwise.
 
 Interactive: answers stream as they are generated; Ctrl+C stops the answer (not the program);
-/reset, /regen, /system TEXT, /help, /quit (or Ctrl+D).
+/reset, /regen, /edit TEXT, /continue, /system TEXT, /help, /quit (or Ctrl+D).
 
 The model is opened as a chat service (`engines.open_chat`), which runs it where its one rule says
 (engines/chat/service.py `runs_in_child`): the bundled model in this process, any other model in the
@@ -32,6 +32,8 @@ EXIT_CANCELLED = 130
 HELP = """Commands:
   /reset         start over (the system prompt stays)
   /regen         answer the last question again
+  /edit TEXT     replace the last question with TEXT and answer it
+  /continue      write more of the last answer (one cut by the length limit or Ctrl+C)
   /system TEXT   set the system prompt (empty: the model's default) and start over
   /help          this help
   /quit          leave (Ctrl+D works too)
@@ -128,7 +130,7 @@ def _writer(stream: TextIO) -> Callable[[str], None]:
 
 
 def answer(ask: Callable[..., Finished], *args: Any, out: TextIO | None = None) -> Finished:
-    """Run one answer (send / regen) with streaming to `out` and Ctrl+C as cancel."""
+    """Run one answer (send, regen, edit, continue) with streaming to `out` and Ctrl+C as cancel."""
     from engines import CancelToken
 
     cancel = CancelToken()
@@ -224,12 +226,19 @@ def interactive(service: ChatService, conversation: ServiceConversation) -> int:
                 conversation.reset()
                 print("(system prompt set; conversation cleared)")
                 continue
-            if text.startswith("/") and command != "/regen":
+            if command == "/edit" and not rest.strip():
+                print("/edit needs the new question: /edit TEXT.")
+                continue
+            if text.startswith("/") and command not in ("/regen", "/edit", "/continue"):
                 print(f"Unknown command {command}. /help lists the commands.")
                 continue
             print("bot> ", end="", flush=True)
             if command == "/regen":
                 done = answer(conversation.regenerate, out=sys.stdout)
+            elif command == "/edit":
+                done = answer(conversation.edit_last, rest.strip(), out=sys.stdout)
+            elif command == "/continue":
+                done = answer(conversation.continue_last, out=sys.stdout)
             else:
                 done = answer(conversation.send, line, out=sys.stdout)
         except ModelError:

@@ -106,6 +106,22 @@ def test_interactive_regen_without_a_question_is_an_error_line(
     assert "error: There is no answer to regenerate yet." in capsys.readouterr().err
 
 
+def test_interactive_edit_and_continue(
+    tiny_llm: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = "hello\n/continue\n/edit\n/edit goodbye\n/reset\n/continue\n/quit\n"
+    monkeypatch.setattr("sys.stdin", io.StringIO(script))
+    code = run(["chat", "--model", str(tiny_llm), *CPU, "--max-new-tokens", "3"])
+    captured = capsys.readouterr()
+    assert code == 0
+    assert captured.out.count("bot> ") == 4  # hello, /continue, /edit goodbye, and /continue after /reset
+    assert "/edit needs the new question" in captured.out
+    stats_lines = [line for line in captured.err.splitlines() if "stop: " in line]
+    assert len(stats_lines) == 3, captured.err
+    assert "(1 new," in stats_lines[1]  # /continue went on from the answer's last token, nothing read again
+    assert "error: There is no answer to continue." in captured.err  # after /reset there is none
+
+
 def test_ctrl_c_cancels_the_answer_not_the_program() -> None:
     cancel = CancelToken()
     with ctrl_c_cancels(cancel):
