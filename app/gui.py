@@ -16,7 +16,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, QTimer
 from PySide6.QtGui import QKeySequence
@@ -58,6 +58,9 @@ from ui.server.view import ServerView
 from ui.settings.view import SettingsView
 from ui.shortcuts import ShortcutsSheet
 
+if TYPE_CHECKING:
+    from engines import DiscoveryReport
+
 log = logging.getLogger(__name__)
 
 PROCESS_STARTED = time.time()  # close enough to process start: app.gui is imported first thing by `gui`
@@ -82,7 +85,7 @@ class Studio(QObject):
         self.runtime_loaded_at_show: bool | None = None
         self.crashes: list[str] = []
         self._shut_down = False
-        self.last_discovery: Any = None
+        self.last_discovery: DiscoveryReport | None = None
 
         self.settings, settings_notice = load_settings()
         loaded = snapshot(self.settings)  # what a save compares with: only what this app changes is written
@@ -363,7 +366,7 @@ class Studio(QObject):
             self.bench_view.request_cancel()
 
     # --- results ----------------------------------------------------------------------------------
-    def _on_devices(self, report: Any) -> None:
+    def _on_devices(self, report: DiscoveryReport) -> None:
         info = {
             "onnxruntime": str(report.ort_version),
             "platform": str(report.platform),
@@ -396,7 +399,7 @@ class Studio(QObject):
 
     def _offer_ep_downloads(self) -> None:
         """Windows ML EPs not on this PC yet, offered on the Devices view (enabled only with downloads on)."""
-        catalog = getattr(getattr(self, "last_discovery", None), "catalog", None)
+        catalog = self.last_discovery.catalog if self.last_discovery is not None else None
         offered = [(p.name, p.version) for p in catalog.providers if p.state.value != "ready"] if catalog else []
         self.devices_view.downloads.set_offer(offered, bool(self.settings.allow_downloads))
 

@@ -145,7 +145,7 @@ if TYPE_CHECKING:
     from engines.models.manifest import MANIFEST_NAME, has_manifest
     from engines.models.reference import add_found_folder
     from engines.models.reference_check import ReferenceChangedError
-    from engines.models.scan import ScanLimits, ScanReport
+    from engines.models.scan import PlaceReport, ScanLimits, ScanReport
     from engines.models.trial import configure as configure_trials
     from engines.names import default_path
     from engines.photo_folders import (
@@ -258,6 +258,7 @@ __all__ = [
     "ModelError",
     "ModelInfo",
     "PhotoWalk",
+    "PlaceReport",
     "Placement",
     "PlacementError",
     "Policy",
@@ -402,7 +403,7 @@ _OFFER: dict[str, str] = {
     "engines.models.catalog": "CatalogEntry load_catalog load_npu_availability",
     "engines.models.downloads": "DownloadProgress discard_partial download_model partial_bytes",
     "engines.models.finding": "find_models",
-    "engines.models.scan": "ScanLimits ScanReport",
+    "engines.models.scan": "PlaceReport ScanLimits ScanReport",
     "engines.models.found": "FoundModel",
     "engines.models.manifest": "MANIFEST_NAME has_manifest",
     "engines.models.here": "MachineDevices machine_devices mark_added npu_models",

@@ -6,7 +6,9 @@ user should read; `app.cli` turns that into one clear line and a non-zero exit.
 
 from __future__ import annotations
 
+import argparse
 import importlib
+from typing import Protocol
 
 # Modules listed here are imported lazily by app.cli; a module that is not present yet is skipped.
 COMMAND_MODULES = (
@@ -20,6 +22,15 @@ COMMAND_MODULES = (
     "models",
     "serve",
 )
+
+
+class Subcommands(Protocol):
+    """Where a command module's `register` adds its parser: app.cli's subcommands (each filled only when
+    given), or a command's own subcommands (`models scan`)."""
+
+    def add_parser(
+        self, name: str, *, help: str | None = ..., description: str | None = ...
+    ) -> argparse.ArgumentParser: ...
 
 
 def load(name: str) -> object | None:

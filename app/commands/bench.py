@@ -10,18 +10,19 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from app.terminal import write_raw
 
 if TYPE_CHECKING:
+    from app.commands import Subcommands
     from engines import BenchProgress, BenchRun, DeviceResult
 
 DEFAULT_MODELS = ("efficientnet-lite0", "smollm2-135m-instruct")
 BAR_WIDTH = 24
 
 
-def register(sub: Any) -> None:
+def register(sub: Subcommands) -> None:
     parser = sub.add_parser(
         "bench",
         help="benchmark models on every device (NPU, GPU, CPU), side by side",

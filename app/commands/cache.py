@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from app import paths
 
+if TYPE_CHECKING:
+    from app.commands import Subcommands
 
-def register(sub: Any) -> None:
+
+def register(sub: Subcommands) -> None:
     parser = sub.add_parser(
         "cache", help="list or clear compiled NPU models (first loads compile; later loads use this cache)"
     )

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from app import paths
 
 if TYPE_CHECKING:
+    from app.commands import Subcommands
     from engines import CancelToken, ChatOptions, ChatService, Finished, ServiceConversation
 
 DEFAULT_CHAT_MODEL = "smollm2-135m-instruct"
@@ -40,7 +41,7 @@ HELP = """Commands:
 Ctrl+C stops the answer being written; the conversation goes on."""
 
 
-def register(sub: Any) -> None:
+def register(sub: Subcommands) -> None:
     parser = sub.add_parser(
         "chat",
         help="chat with a local language model (onnxruntime-genai)",

@@ -10,13 +10,14 @@ from typing import TYPE_CHECKING, Any, TextIO
 from app import paths
 
 if TYPE_CHECKING:
+    from app.commands import Subcommands
     from engines import PhotoWalk
 
 DEFAULT_CLASSIFIER = "efficientnet-lite0"
 PROGRESS_AFTER_S = 2.0  # a batch shorter than this needs no progress line
 
 
-def register(sub: Any) -> None:
+def register(sub: Subcommands) -> None:
     parser = sub.add_parser("classify", help="classify photos on a chosen device")
     parser.add_argument("images", nargs="+", metavar="IMAGE", help="image files or folders")
     parser.add_argument(

@@ -6,12 +6,15 @@ from __future__ import annotations
 import argparse
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING
 
 from engines import EP_ALIASES, short_ep_name
 
+if TYPE_CHECKING:
+    from app.commands import Subcommands
 
-def register(sub: Any) -> None:
+
+def register(sub: Subcommands) -> None:
     parser = sub.add_parser("devices", help="list NPU / GPU / CPU devices and execution providers")
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.add_argument(

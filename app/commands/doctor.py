@@ -9,15 +9,18 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from app import paths
+
+if TYPE_CHECKING:
+    from app.commands import Subcommands
 
 CLASSIFIER = "efficientnet-lite0"
 CHAT_MODEL = "smollm2-135m-instruct"
 
 
-def register(sub: Any) -> None:
+def register(sub: Subcommands) -> None:
     parser = sub.add_parser(
         "doctor",
         help="check every device (strict session, classifier, chat) and write a report + diagnostics zip",

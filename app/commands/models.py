@@ -7,15 +7,18 @@ import argparse
 from collections.abc import Sequence
 from contextlib import suppress
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app import paths
 from app.commands.progress import Progress as _Progress
 from app.commands.progress import cancel_on_ctrl_c as _cancel_on_ctrl_c
 from engines import EP_DEVICE_TYPE, DeviceType, short_ep_name
 
+if TYPE_CHECKING:
+    from app.commands import Subcommands
 
-def register(sub: Any) -> None:
+
+def register(sub: Subcommands) -> None:
     parser = sub.add_parser("models", help="the model library: list, import, verify, remove, catalog downloads")
     actions = parser.add_subparsers(dest="models_command", metavar="ACTION")
     parser.set_defaults(func=lambda args: _usage(parser))

@@ -4,12 +4,16 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING
 
 from app import paths
 
+if TYPE_CHECKING:
+    from app.commands import Subcommands
+    from engines import FoundModel, PlaceReport, ScanReport
 
-def register(actions: Any) -> None:
+
+def register(actions: Subcommands) -> None:
     p = actions.add_parser("scan", help="find the models other tools keep here (Foundry Local, Hugging Face...)")
     p.add_argument("--folder", action="append", default=[], metavar="DIR",
                    help="also look in DIR (repeatable; the setting model_folders adds its own)")  # fmt: skip
@@ -26,7 +30,7 @@ def register(actions: Any) -> None:
     p.set_defaults(func=run_add)
 
 
-def machine_scan(extra: list[str], *, ask_foundry: bool = True, seconds: float | None = None) -> Any:
+def machine_scan(extra: list[str], *, ask_foundry: bool = True, seconds: float | None = None) -> ScanReport:
     """The scan the CLI and `models catalog` print: the settings' folders and `extra` first, then the
     tools' own places; each model judged against this machine's devices; the ones in the library marked."""
     from app.storage.settings import settings_for_command
@@ -42,7 +46,7 @@ def _count(n: int, what: str) -> str:
     return f"{n:,} {what}" + ("" if n == 1 else "s")
 
 
-def found_lines(found: Any, number: int) -> list[str]:
+def found_lines(found: FoundModel, number: int) -> list[str]:
     facts = [("chat model" if found.kind == "genai-llm" else "image classifier"), found.target.label]
     facts += [found.precision] if found.precision else []
     facts += [found.size_text]
@@ -58,7 +62,7 @@ def found_lines(found: Any, number: int) -> list[str]:
     return lines
 
 
-def place_line(place: Any) -> str:
+def place_line(place: PlaceReport) -> str:
     where = f"  {place.place.tool:<20} {place.place.path} ({place.place.how})"
     if not place.exists:
         return where + ": not there"

@@ -10,12 +10,15 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from app import paths
 
+if TYPE_CHECKING:
+    from app.commands import Subcommands
 
-def register(sub: Any) -> None:
+
+def register(sub: Subcommands) -> None:
     parser = sub.add_parser(
         "quantize",
         help="make a QDQ (quantized) variant of an image classifier for the NPU",

@@ -9,14 +9,17 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.server import API_KEY_ENV, DEFAULT_PORT
+
+if TYPE_CHECKING:
+    from app.commands import Subcommands
 
 EXIT_OK = 0
 
 
-def register(sub: Any) -> None:
+def register(sub: Subcommands) -> None:
     parser = sub.add_parser(
         "serve",
         help="serve the OpenAI-compatible API (chat completions) on this machine",

@@ -18,7 +18,7 @@ from app.hosts.jobs import Host, Job, JobContext, Worker
 from engines import CancelledError, StudioError
 
 if TYPE_CHECKING:
-    from engines import CatalogEntry, FitHint, ModelEntry, ScanReport, VerifyReport
+    from engines import CancelToken, CatalogEntry, FitHint, MachineDevices, ModelEntry, ScanReport, VerifyReport
 
 log = logging.getLogger(__name__)
 
@@ -67,10 +67,10 @@ class ModelsWorker(Worker):
     def __init__(self, places: LibraryPlaces | None = None) -> None:
         super().__init__()
         self._places = places
-        self.found: Any = None  # the last engines.models.scan.ScanReport
-        self.devices: Any = None  # engines.models.here.MachineDevices, discovered once
+        self.found: ScanReport | None = None  # the last scan
+        self.devices: MachineDevices | None = None  # discovered once
 
-    def scan(self, folders: list[str], cancel: Any, ask_foundry: bool = True) -> Any:
+    def scan(self, folders: list[str], cancel: CancelToken | None, ask_foundry: bool = True) -> ScanReport:
         from engines import find_models, machine_devices
 
         if self.devices is None:
@@ -80,7 +80,7 @@ class ModelsWorker(Worker):
                                  devices=self.devices)  # fmt: skip
         return self.found
 
-    def marked(self) -> Any:
+    def marked(self) -> ScanReport | None:
         """The last scan with the library's references marked again (after an add or a removal)."""
         from engines import mark_added, scan_library
 

@@ -18,7 +18,7 @@ import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Signal
 
@@ -26,6 +26,10 @@ from app import paths
 from app.hosts.chat import ChatHost
 from app.hosts.jobs import SHUTDOWN_TIMEOUT_MS, Host, Job, JobContext, Worker
 from engines import ChatService, DeviceChoice, StudioError
+
+if TYPE_CHECKING:
+    from app.server.backend import ServiceBackend
+    from app.server.runner import RunningServer
 
 log = logging.getLogger(__name__)
 
@@ -35,11 +39,11 @@ class ServerWorker(Worker):
 
     def __init__(self) -> None:
         super().__init__()
-        self.server: Any = None  # app.server.runner.RunningServer
-        self.backend: Any = None  # app.server.backend.ServiceBackend
+        self.server: RunningServer | None = None
+        self.backend: ServiceBackend | None = None
         self.lock = threading.Lock()  # server and backend are read from the GUI thread too
 
-    def take(self) -> tuple[Any, Any]:
+    def take(self) -> tuple[RunningServer | None, ServiceBackend | None]:
         with self.lock:
             server, backend = self.server, self.backend
             self.server = self.backend = None
