@@ -8,7 +8,10 @@ Views are duck-typed here (app never imports ui); the composition root (app.gui)
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from app.hosts.models import LibrarySnapshot
 
 log = logging.getLogger(__name__)
 
@@ -57,12 +60,8 @@ class ModelChoice:
         s.classify_view.model_chosen.connect(lambda name: self.use(KIND_CLASSIFIER, name))
         s.models_view.use_requested.connect(self.use)
         s.models.listed.connect(self._on_listed)
-        chat_set = getattr(s.chat_view, "set_model", None)
-        if callable(chat_set):
-            chat_set(s.settings.chat_model)
-        chat_chosen = getattr(s.chat_view, "model_chosen", None)
-        if chat_chosen is not None:
-            chat_chosen.connect(lambda name: self.use(KIND_LLM, name))
+        s.chat_view.set_model(s.settings.chat_model)
+        s.chat_view.model_chosen.connect(lambda name: self.use(KIND_LLM, name))
         self._show_in_use()
 
     def in_use(self) -> set[str]:
@@ -81,9 +80,7 @@ class ModelChoice:
             if name == s.settings.chat_model:
                 return
             s.settings.chat_model = name
-            chat_set = getattr(s.chat_view, "set_model", None)
-            if callable(chat_set):
-                chat_set(name)
+            s.chat_view.set_model(name)
             s.load_chat_model()
         else:
             log.info("ignored a model of unknown kind %s", kind)
@@ -91,8 +88,8 @@ class ModelChoice:
         s.schedule_save()
         self._show_in_use()
 
-    def _on_listed(self, snapshot: Any) -> None:
-        entries = tuple(getattr(snapshot, "entries", ()))
+    def _on_listed(self, snapshot: LibrarySnapshot) -> None:
+        entries = snapshot.entries
         self.studio.classify_view.set_model_entries(entries)
         self.studio.chat_view.set_model_entries(entries)
         self._show_in_use()
