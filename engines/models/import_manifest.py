@@ -17,7 +17,14 @@ from typing import Any
 from engines import jsonfile
 from engines.errors import ModelError
 from engines.models.library import DEVICE_CLASSES, GENAI_CONFIG, KIND_CLASSIFIER, KIND_LLM
-from engines.models.manifest import SCHEMA_VERSION, Manifest, list_model_files, read_manifest, write_manifest
+from engines.models.manifest import (
+    SCHEMA_VERSION,
+    Manifest,
+    Preprocess,
+    list_model_files,
+    read_manifest,
+    write_manifest,
+)
 from engines.types import EP_DEVICE_TYPE
 
 # ImageNet normalisation on 0-255 pixels (torchvision's convention): the most common one for classifiers.
@@ -125,17 +132,13 @@ def _classifier_section(model: Path, options: ClassifierOptions) -> dict[str, An
     if any(v == 0 for v in options.std):
         raise ModelError("--std values must not be zero.", "Use the standard deviations the model was trained with.")
     resize = options.resize_shorter or round(max(size) * 256 / 224)
-    return {
-        "layout": layout,
-        "input_size": [int(size[0]), int(size[1])],
-        "resize_shorter": int(resize),
-        "resample": options.resample,
-        "mean": [float(v) for v in options.mean],
-        "std": [float(v) for v in options.std],
-        "color": options.color.upper(),
-        "output_kind": options.output_kind or "auto",
-        "labels": "labels.txt",
-    }
+    pre = Preprocess(input_size=(int(size[0]), int(size[1])), resize_shorter=int(resize), resample=options.resample,
+                     mean=_triple(options.mean), std=_triple(options.std), layout=layout, color=options.color.upper())
+    return {**pre.manifest_section(), "output_kind": options.output_kind or "auto", "labels": "labels.txt"}
+
+
+def _triple(values: Sequence[float]) -> tuple[float, float, float]:
+    return float(values[0]), float(values[1]), float(values[2])
 
 
 def _open_error(model: Path, exc: BaseException) -> ModelError:

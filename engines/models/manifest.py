@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -253,9 +254,99 @@ class Manifest:
         return "it has no classifier section" if raw is None else (
             f"its classifier section is a {type(raw).__name__}, not an object")  # fmt: skip
 
+    def preprocess(self) -> Preprocess:
+        """How the classifier wants its photos (its section's input_size, resize_shorter, resample, mean, std,
+        layout, color); ValueError when the section is missing or holds a value that cannot be used."""
+        if self.classifier is None:
+            raise ValueError(self.classifier_problem())
+        return Preprocess.from_manifest(self.classifier)
+
     def model_entry(self) -> ManifestFile:
         """The ONNX model's entry (the first .onnx file listed; model.onnx when none is)."""
         return next((f for f in self.files if f.path.lower().endswith(".onnx")), ManifestFile("model.onnx", None, None))
+
+
+RESAMPLE_NAMES = ("bicubic", "bilinear", "lanczos", "nearest")  # Pillow's filters by name (engines/vision/images.py)
+
+
+def check_normalisation(mean: Sequence[float], std: Sequence[float]) -> None:
+    """The manifest's per-channel normalisation: finite means, finite standard deviations above 0."""
+    for name, values in (("mean", mean), ("std", std)):
+        if any(not math.isfinite(v) for v in values):
+            raise ValueError(f"'{name}' {list(values)} holds a value that is not a finite number")
+    if any(v <= 0 for v in std):
+        raise ValueError(f"'std' {list(std)} must be above 0 for every channel (it divides the pixels)")
+
+
+@dataclass(frozen=True)
+class Preprocess:
+    """How a classifier wants its input (from the model's manifest: `Manifest.preprocess`)."""
+
+    input_size: tuple[int, int] = (224, 224)  # height, width
+    resize_shorter: int = 256
+    resample: str = "bicubic"
+    mean: tuple[float, float, float] = (127.0, 127.0, 127.0)
+    std: tuple[float, float, float] = (128.0, 128.0, 128.0)
+    layout: str = "NCHW"
+    color: str = "RGB"
+
+    @classmethod
+    def from_manifest(cls, spec: Mapping[str, object]) -> Preprocess:
+        """The classifier section's preprocessing; ValueError (never TypeError/OverflowError) for any value a
+        hand-edited manifest may hold."""
+
+        def number(value: object, key: str) -> float:
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                raise ValueError(f"'{key}' must hold finite numbers (found {value!r:.40})")
+            return float(value)
+
+        def whole(value: object, key: str, top: int) -> int:
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
+                raise ValueError(f"'{key}' must be a whole number from 1 to {top} (found {value!r:.40})")
+            return value
+
+        def triple(key: str, default: tuple[float, float, float]) -> tuple[float, float, float]:
+            value = spec.get(key, default)
+            if not isinstance(value, list | tuple) or len(value) != 3:
+                raise ValueError(f"'{key}' must be a list of 3 numbers")
+            return (number(value[0], key), number(value[1], key), number(value[2], key))
+
+        size = spec.get("input_size", [224, 224])
+        if not isinstance(size, list | tuple) or len(size) != 2:
+            raise ValueError("'input_size' must be [height, width]")
+        height, width = whole(size[0], "input_size", 4096), whole(size[1], "input_size", 4096)
+        resample = str(spec.get("resample", "bicubic"))
+        if resample not in RESAMPLE_NAMES:
+            raise ValueError(f"'resample' must be one of {', '.join(RESAMPLE_NAMES)}")
+        layout = str(spec.get("layout", "NCHW")).upper()
+        if layout not in {"NCHW", "NHWC"}:
+            raise ValueError("'layout' must be NCHW or NHWC")
+        color = str(spec.get("color", "RGB")).upper()
+        if color not in {"RGB", "BGR"}:
+            raise ValueError("'color' must be RGB or BGR")
+        resize_shorter = whole(spec.get("resize_shorter", max(height, width)), "resize_shorter", 8192)
+        check_normalisation(triple("mean", (127.0, 127.0, 127.0)), triple("std", (128.0, 128.0, 128.0)))
+        return cls(
+            input_size=(height, width),
+            resize_shorter=resize_shorter,
+            resample=resample,
+            mean=triple("mean", (127.0, 127.0, 127.0)),
+            std=triple("std", (128.0, 128.0, 128.0)),
+            layout=layout,
+            color=color,
+        )
+
+    def manifest_section(self) -> dict[str, Any]:
+        """These settings as the keys of a manifest's classifier section (what `from_manifest` reads)."""
+        return {
+            "layout": self.layout,
+            "input_size": list(self.input_size),
+            "resize_shorter": self.resize_shorter,
+            "resample": self.resample,
+            "mean": list(self.mean),
+            "std": list(self.std),
+            "color": self.color,
+        }
 
 
 def read_manifest(folder: str | os.PathLike[str], *, require_schema: bool = True) -> Manifest:

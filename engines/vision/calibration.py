@@ -13,8 +13,9 @@ import numpy as np
 from PIL import Image, ImageOps
 
 from engines.errors import ImageError
+from engines.models.manifest import Preprocess
 from engines.photo_folders import walk_photos
-from engines.vision.images import Preprocess, crop_aspect, load_rgb, resize_and_crop, to_tensor
+from engines.vision.images import crop_aspect, load_rgb, resize_and_crop, to_tensor
 
 
 def find_photos(folder: str | os.PathLike[str]) -> list[Path]:

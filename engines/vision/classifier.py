@@ -15,7 +15,7 @@ import numpy as np
 from engines import heap, runtime
 from engines.errors import CancelledError, InputContractError, ModelError
 from engines.models import trial
-from engines.models.manifest import MANIFEST_NAME, Manifest, has_manifest, read_manifest
+from engines.models.manifest import MANIFEST_NAME, Manifest, Preprocess, has_manifest, read_manifest
 from engines.models.paths import resolve_inside
 from engines.models.safety import inspect_onnx
 from engines.runtime.compiled_cache import CompiledModelCache, StatusCallback
@@ -29,7 +29,7 @@ from engines.types import (
     Placement,
     cpu_count,
 )
-from engines.vision.images import Preprocess, preprocess
+from engines.vision.images import preprocess
 from engines.vision.pipeline import MAX_JOB_CPUS, EarlyPhotos, Lanes, RunBatch, classify_stream
 from engines.vision.scores import softmax as softmax  # re-exported: callers score with it
 from engines.vision.scores import to_probabilities
@@ -113,14 +113,11 @@ def _classifier_section(root: Path) -> tuple[Manifest, Preprocess]:
             f"{root} has no {MANIFEST_NAME}.", "Import the classifier so NPU Studio knows its inputs and labels."
         )
     manifest = read_manifest(root, require_schema=False)
-    spec = manifest.classifier
-    if spec is None:
-        raise ModelError(f"The manifest in {root} is not valid: {manifest.classifier_problem()}.",
-                         "Re-import or rebuild the model.")  # fmt: skip
     try:
-        pre = Preprocess.from_manifest(dict(spec))
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise ModelError(f"The manifest in {root} is not valid: {exc}", "Re-import or rebuild the model.") from exc
+        pre = manifest.preprocess()
+    except ValueError as exc:
+        raise ModelError(f"The manifest in {root} is not valid: {str(exc).rstrip('.')}.",
+                         "Re-import or rebuild the model.") from exc  # fmt: skip
     return manifest, pre
 
 

@@ -13,10 +13,9 @@ from typing import Any
 from engines import runtime
 from engines.errors import ModelError, StudioError
 from engines.models.library import suggest_name
-from engines.models.manifest import Manifest, has_manifest, read_manifest
+from engines.models.manifest import Manifest, Preprocess, has_manifest, read_manifest
 from engines.models.paths import resolve_inside
 from engines.models.safety import inspect_onnx
-from engines.vision.images import Preprocess
 
 MODEL_NAME = "model.onnx"
 
@@ -49,8 +48,7 @@ class FloatSource:
     @classmethod
     def _from_folder(cls, folder: Path, model: Path | None = None) -> FloatSource:
         manifest = read_manifest(folder)
-        spec = manifest.classifier
-        if spec is None:
+        if manifest.classifier is None:
             raise ModelError(
                 f"{folder} is not an image classifier (its manifest has no 'classifier' section).",
                 "Quantization here is for image classifiers.",
@@ -58,7 +56,7 @@ class FloatSource:
         if manifest.precision.startswith("qdq"):
             raise ModelError(f"{folder.name} is already a quantized (QDQ) model.", "Quantize the float model instead.")
         try:
-            pre = Preprocess.from_manifest(dict(spec))
+            pre = manifest.preprocess()
         except ValueError as exc:
             raise ModelError(f"The manifest in {folder} is not valid: {exc}", "Rebuild the model.") from exc
         # Every file the manifest names is read (and the labels copied into the new model): each must be

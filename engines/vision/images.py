@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import io
-import math
 import os
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +18,7 @@ import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from engines.errors import ImageError
-from engines.vision.scores import check_normalisation
+from engines.models.manifest import Preprocess
 
 # The decoders NPU Studio uses: the formats it documents (JPEG covers the MPO files many cameras write).
 # Pillow's other plugins stay off for untrusted files: rarely used parsers are where crashes hide, and
@@ -49,64 +47,6 @@ _RESAMPLE = {
     "lanczos": Image.Resampling.LANCZOS,
     "nearest": Image.Resampling.NEAREST,
 }
-
-
-@dataclass(frozen=True)
-class Preprocess:
-    """How a classifier wants its input (from the model's manifest)."""
-
-    input_size: tuple[int, int] = (224, 224)  # height, width
-    resize_shorter: int = 256
-    resample: str = "bicubic"
-    mean: tuple[float, float, float] = (127.0, 127.0, 127.0)
-    std: tuple[float, float, float] = (128.0, 128.0, 128.0)
-    layout: str = "NCHW"
-    color: str = "RGB"
-
-    @classmethod
-    def from_manifest(cls, spec: dict[str, object]) -> Preprocess:
-        """ValueError (never TypeError/OverflowError) for any value a hand-edited manifest may hold."""
-
-        def number(value: object, key: str) -> float:
-            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-                raise ValueError(f"'{key}' must hold finite numbers (found {value!r:.40})")
-            return float(value)
-
-        def whole(value: object, key: str, top: int) -> int:
-            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
-                raise ValueError(f"'{key}' must be a whole number from 1 to {top} (found {value!r:.40})")
-            return value
-
-        def triple(key: str, default: tuple[float, float, float]) -> tuple[float, float, float]:
-            value = spec.get(key, default)
-            if not isinstance(value, list | tuple) or len(value) != 3:
-                raise ValueError(f"'{key}' must be a list of 3 numbers")
-            return (number(value[0], key), number(value[1], key), number(value[2], key))
-
-        size = spec.get("input_size", [224, 224])
-        if not isinstance(size, list | tuple) or len(size) != 2:
-            raise ValueError("'input_size' must be [height, width]")
-        height, width = whole(size[0], "input_size", 4096), whole(size[1], "input_size", 4096)
-        resample = str(spec.get("resample", "bicubic"))
-        if resample not in _RESAMPLE:
-            raise ValueError(f"'resample' must be one of {', '.join(_RESAMPLE)}")
-        layout = str(spec.get("layout", "NCHW")).upper()
-        if layout not in {"NCHW", "NHWC"}:
-            raise ValueError("'layout' must be NCHW or NHWC")
-        color = str(spec.get("color", "RGB")).upper()
-        if color not in {"RGB", "BGR"}:
-            raise ValueError("'color' must be RGB or BGR")
-        resize_shorter = whole(spec.get("resize_shorter", max(height, width)), "resize_shorter", 8192)
-        check_normalisation(triple("mean", (127.0, 127.0, 127.0)), triple("std", (128.0, 128.0, 128.0)))
-        return cls(
-            input_size=(height, width),
-            resize_shorter=resize_shorter,
-            resample=resample,
-            mean=triple("mean", (127.0, 127.0, 127.0)),
-            std=triple("std", (128.0, 128.0, 128.0)),
-            layout=layout,
-            color=color,
-        )
 
 
 def _open(source: str | os.PathLike[str] | bytes, files: contextlib.ExitStack) -> Image.Image:

@@ -28,8 +28,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from engines.errors import CancelledError, StudioError
+from engines.models.manifest import Preprocess
 from engines.types import CancelToken
-from engines.vision.images import Preprocess, preprocess
+from engines.vision.images import preprocess
 
 # How often the caller's thread looks at the cancel token while it waits for a batch.
 CANCEL_POLL_S = 0.05

@@ -85,17 +85,7 @@ def write_folder(
     original = source.manifest
     classifier = dict(original.classifier or {}) if original is not None else {}
     if not classifier:
-        pre = source.preprocess
-        classifier = {
-            "layout": pre.layout,
-            "input_size": list(pre.input_size),
-            "resize_shorter": pre.resize_shorter,
-            "resample": pre.resample,
-            "mean": list(pre.mean),
-            "std": list(pre.std),
-            "color": pre.color,
-            "output_kind": "logits",
-        }
+        classifier = {**source.preprocess.manifest_section(), "output_kind": "logits"}
     classifier["input"] = model_input_name(staged / MODEL_NAME)
     classifier["batch"] = [1, 1]
     display = (original.display_name if original is not None else "") or source.name

@@ -29,9 +29,9 @@ import numpy as np
 
 from engines import runtime, workdirs
 from engines.errors import StorageError, StudioError
+from engines.models.manifest import Preprocess
 from engines.vision.calibration import PhotoReader, calibration_set, find_photos
 from engines.vision.float_source import MODEL_NAME, FloatSource, fix_batch_dimension, model_input_size, require_onnx
-from engines.vision.images import Preprocess
 from engines.vision.qdq_folder import check_output, default_output, replace_folder, write_folder
 from engines.vision.scores import to_probabilities
 

@@ -5,13 +5,11 @@ four photos, "100.00% class0" for each), more or fewer scores than labels, NaN o
 manifest `std` of 0 divides by zero), or "probabilities" that are logits (130.84%, -12.38%). Every
 place that turns scores into what a user reads (classify, the app, bench, import's test run, quantize's
 agreement) goes through `to_probabilities`, which refuses such output with the reason instead of
-showing it. `check_normalisation` is the matching rule for the manifest's mean/std. Pure numpy.
+showing it. Pure numpy (the manifest's
+mean/std rule is `engines.models.manifest.check_normalisation`).
 """
 
 from __future__ import annotations
-
-import math
-from collections.abc import Sequence
 
 import numpy as np
 
@@ -71,11 +69,3 @@ def to_probabilities(
     result: np.ndarray = (exp / exp.sum(axis=-1, keepdims=True)).astype(np.float32)
     return result
 
-
-def check_normalisation(mean: Sequence[float], std: Sequence[float]) -> None:
-    """The manifest's per-channel normalisation: finite means, finite standard deviations above 0."""
-    for name, values in (("mean", mean), ("std", std)):
-        if any(not math.isfinite(v) for v in values):
-            raise ValueError(f"'{name}' {list(values)} holds a value that is not a finite number")
-    if any(v <= 0 for v in std):
-        raise ValueError(f"'std' {list(std)} must be above 0 for every channel (it divides the pixels)")

@@ -202,7 +202,8 @@ def test_a_long_strip_is_resized_without_a_huge_intermediate_image(tmp_path: Pat
     code = f"""
     import resource
     resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))  # a regression fails here, not the machine
-    from engines.vision.images import Preprocess, preprocess
+    from engines.models.manifest import Preprocess
+    from engines.vision.images import preprocess
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     tensor = preprocess({str(path)!r}, Preprocess())
     after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -365,7 +366,8 @@ def test_no_photo_stays_open_after_it_was_read(tmp_path: Path, reliability: Reco
     import psutil
 
     from engines.errors import ImageError
-    from engines.vision.images import Preprocess, preprocess
+    from engines.models.manifest import Preprocess
+    from engines.vision.images import preprocess
 
     photos = [
         _animated(tmp_path),

@@ -177,7 +177,7 @@ PEAK_MB = (
     "    return next(int(l.split()[1]) // 1024 for l in open('/proc/self/status') if l.startswith('VmHWM'))\n"
 )
 PEAK = PEAK_MB + (
-    "import sys; from engines.vision.images import Preprocess, preprocess\n"
+    "import sys; from engines.models.manifest import Preprocess; from engines.vision.images import preprocess\n"
     "from engines.errors import ImageError\n"
     "try:\n    preprocess(sys.argv[1], Preprocess()); outcome = 'classified'\n"
     "except ImageError as exc:\n    outcome = str(exc)\n"

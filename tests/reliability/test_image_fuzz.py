@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from PIL import Image
 
 from engines.errors import ImageError, StudioError
-from engines.vision.images import Preprocess, preprocess
+from engines.models.manifest import Preprocess
+from engines.vision.images import preprocess
 from tests.reliability.conftest import Recorder
 
 CATEGORY = "Images"

@@ -11,7 +11,8 @@ import pytest
 from PIL import Image
 
 from engines.errors import ImageError
-from engines.vision.images import Preprocess, load_rgb, preprocess, resize_and_crop, to_tensor
+from engines.models.manifest import Preprocess
+from engines.vision.images import load_rgb, preprocess, resize_and_crop, to_tensor
 
 SPEC = Preprocess()
 

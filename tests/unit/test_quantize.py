@@ -14,11 +14,11 @@ from onnx import TensorProto, helper, numpy_helper
 from PIL import Image
 
 from engines.errors import ImageError, ModelError, StudioError
-from engines.models.manifest import read_manifest, verify_files
+from engines.models.manifest import Preprocess, read_manifest, verify_files
 from engines.models.variants import resolve_variant
 from engines.types import DeviceChoice
 from engines.vision.float_source import fix_batch_dimension
-from engines.vision.images import Preprocess, preprocess
+from engines.vision.images import preprocess
 from engines.vision.quantize import QuantizeOptions, quantize_classifier
 
 CLASSES = 10

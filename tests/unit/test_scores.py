@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from engines.errors import InputContractError, ModelError
-from engines.vision.scores import check_normalisation, to_probabilities
+from engines.models.manifest import check_normalisation
+from engines.vision.scores import to_probabilities
 
 
 @pytest.mark.parametrize(

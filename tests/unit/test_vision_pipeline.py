@@ -13,6 +13,7 @@ from PIL import Image
 
 import engines
 from engines.errors import CancelledError
+from engines.models.manifest import Preprocess
 from engines.runtime.sessions import SessionSettings
 from engines.types import CancelToken, DeviceChoice, cpu_count
 from engines.vision import classifier as classifier_module
@@ -23,7 +24,6 @@ from engines.vision.classifier import (
     SIDE_BY_SIDE_MIN_PHOTOS,
     ImageClassifier,
 )
-from engines.vision.images import Preprocess
 from engines.vision.pipeline import Lanes, Scored, classify_stream
 from tests.unit.tiny_models import colour_classifier
 
