@@ -198,8 +198,6 @@ class ServiceBackend:
 
     def _run(self, service: ChatService, chat: ChatRequest, admission: Admission, on_event: EventSink,
              cancel: CancelToken) -> None:  # fmt: skip
-        pass
-
         started = time.perf_counter()
         ended = False
 
