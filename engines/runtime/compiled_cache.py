@@ -27,10 +27,13 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engines import jsonfile, workdirs
 from engines.errors import StorageError
+
+if TYPE_CHECKING:
+    from engines.runtime.devices import DiscoveryReport
 
 log = logging.getLogger(__name__)
 
@@ -385,7 +388,7 @@ def _short(ep: str) -> str:
     return {"QNN": "NPU (QNN)"}.get(short_ep_name(ep), short_ep_name(ep))
 
 
-def ep_version_for(ep: str, report: Any) -> tuple[str, str]:
+def ep_version_for(ep: str, report: DiscoveryReport) -> tuple[str, str]:
     """(EP / SDK version text, driver version) for a cache key, from a DiscoveryReport and the plugin.
 
     A driver or SDK update changes these, so an entry compiled before the update is never looked up
@@ -393,17 +396,17 @@ def ep_version_for(ep: str, report: Any) -> tuple[str, str]:
     from engines import runtime
 
     parts: list[str] = []
-    in_use = [p for p in getattr(report, "plugins", ()) if p.ep == ep and p.registered]
+    in_use = [p for p in report.plugins if p.ep == ep and p.registered]
     # Only the plugin ONNX Runtime uses counts: the Windows ML catalog's QNN and the bundled one compile
     # different context binaries (different QNN SDKs), so switching between them must miss the cache.
-    for plugin in in_use or [p for p in getattr(report, "plugins", ()) if p.ep == ep and p.installed]:
+    for plugin in in_use or [p for p in report.plugins if p.ep == ep and p.installed]:
         if plugin.version:
             parts.append(f"{plugin.package} {plugin.version}")
-    devices = [d for d in getattr(report, "devices", ()) if d.ep == ep]
+    devices = report.find_ep(ep)
     ep_version = next((d.ep_version for d in devices if d.ep_version), "")
     if ep_version:
         parts.append(f"ep {ep_version}")
-    if ep == "QNNExecutionProvider" and all(getattr(p, "source", "") != "Windows ML catalog" for p in in_use):
+    if ep == "QNNExecutionProvider" and all(p.source != "Windows ML catalog" for p in in_use):
         sdk = qnn_sdk_version(runtime.qnn_plugin())
         if sdk:
             parts.append(f"QNN SDK {sdk}")
