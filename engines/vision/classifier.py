@@ -31,7 +31,6 @@ from engines.types import (
 )
 from engines.vision.images import preprocess
 from engines.vision.pipeline import MAX_JOB_CPUS, EarlyPhotos, Lanes, RunBatch, classify_stream
-from engines.vision.scores import softmax as softmax  # re-exported: callers score with it
 from engines.vision.scores import to_probabilities
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,8 @@ from PIL import Image
 
 from engines.errors import CancelledError, InputContractError, ModelError
 from engines.types import CancelToken, DeviceChoice
-from engines.vision.classifier import ClassifierSpec, ImageClassifier, softmax, top_k
+from engines.vision.classifier import ClassifierSpec, ImageClassifier, top_k
+from engines.vision.scores import softmax
 from tests.unit.tiny_models import colour_classifier
 
 CPU = DeviceChoice.parse("cpu")
