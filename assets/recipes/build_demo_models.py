@@ -727,8 +727,10 @@ def build_chat(staging: Path, work: Path) -> dict[str, Any]:
     step = time.perf_counter()
     weights = place_gguf_weights(staging / "model.onnx", gguf, hf_dir, info)
     log(f"  rewrote the projections from the GGUF's blocks in {time.perf_counter() - step:.1f} s")
-    window = add_logits_window(staging / "model.onnx")
-    log(f"  the LM head computes the last {window['rows']} positions' logits (prompt-lookup drafts)")
+    window_rows = 0  # 0: a full LM head, which computes every position's logits (the window widens a pruned one)
+    if "prune_lm_head=true" in CHAT_BUILDER_OPTIONS:
+        window_rows = add_logits_window(staging / "model.onnx")["rows"]
+        log(f"  the LM head computes the last {window_rows} positions' logits (prompt-lookup drafts)")
 
     template_path = staging / CHAT_TEMPLATE_FILE
     if not template_path.is_file():
@@ -769,7 +771,7 @@ def build_chat(staging: Path, work: Path) -> dict[str, Any]:
                 "precision": "int4",
                 "execution_provider": "cpu",
                 "extra_options": list(CHAT_BUILDER_OPTIONS),
-                "logits_window": window["rows"],
+                "logits_window": window_rows,
             },
         },
         "verification": verification,
