@@ -653,7 +653,7 @@ def tune_genai_config(folder: Path, eos_ids: list[int]) -> dict[str, Any]:
             "repetition_penalty": 1.1,
             "num_beams": 1,
             "num_return_sequences": 1,
-            "chunk_size": CHAT_PREFILL_CHUNK,
+            **({"chunk_size": CHAT_PREFILL_CHUNK} if CHAT_PREFILL_CHUNK else {}),  # 0: a prompt is read whole
         }
     )
     model = config.setdefault("model", {})

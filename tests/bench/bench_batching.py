@@ -6,9 +6,10 @@ a request reads its prompt and makes its first token at the next step), and onnx
 
     .venv/bin/python tests/bench/bench_batching.py [--model DIR] [--build DIR] [--tokens N] [--rounds N] [--record]
 
-The demo model is built with `prune_lm_head=true` (the prompt's LM head is computed for its last token
-only), which the batching engine cannot run ("Got invalid dimensions for output: logits ... Expected: 1").
-`--build DIR` builds the same model without that option into DIR (the recipe's own steps, ~2-6 min) and
+The demo model is built with `prune_lm_head=true` (the prompt's LM head is computed for its last positions
+only) and reads a first prompt in chunks (`search.chunk_size`), neither of which the batching engine can run
+("Got invalid dimensions for output: logits ... Expected: 1"; "chunk_size requires dynamic batching").
+`--build DIR` builds the same model without either into DIR (the recipe's own steps, ~2-6 min) and
 measures it; `--model DIR` measures a model built before (default: the demo model, where og.Engine is
 skipped and says why). Printed, medians over the rounds: aggregate tok/s of the four, each request's time
 to first token (median and slowest), and one request alone on each.
@@ -43,6 +44,7 @@ def build_unpruned(out: Path) -> Path:
     import build_demo_models as recipe
 
     recipe.CHAT_BUILDER_OPTIONS = tuple(o for o in recipe.CHAT_BUILDER_OPTIONS if not o.startswith("prune_lm_head"))
+    recipe.CHAT_PREFILL_CHUNK = 0  # og.Engine's static batch scheduler cannot chunk a prefill (it refuses chunk_size)
     work = out.with_name(out.name + "-work")
     for folder in (out, work):
         shutil.rmtree(folder, ignore_errors=True)
