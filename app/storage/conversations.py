@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from app import paths
-from app.storage.errors import SQLITE_MAGIC, is_corruption, storage_error
+from app.storage.errors import SQLITE_MAGIC, is_busy, is_corruption, storage_error
 from app.storage.export import conversation_json, conversation_markdown
 from app.storage.records import (
     CONVERSATION_COLUMNS,
@@ -114,6 +114,22 @@ class ConversationStore:
             raise _CorruptDatabase("; ".join(str(row[0]) for row in check[:3]))
         self._migrate(conn)
 
+    def _prepare_when_free(self, conn: sqlite3.Connection) -> None:
+        """`_prepare`, tried again while SQLite answers busy: switching a new database to WAL while another
+        process opens it too can fail with SQLITE_BUSY at once, without SQLite's own busy wait, so several
+        processes opening a new database together each wait their turn (up to the connection's timeout).
+        Every step of `_prepare` can run again (the migrations read the version inside their transaction)."""
+        deadline = time.monotonic() + self._timeout
+        while True:
+            try:
+                self._prepare(conn)
+                return
+            except sqlite3.OperationalError as exc:
+                if not is_busy(exc) or time.monotonic() >= deadline:
+                    raise
+                log.debug("conversation database busy while opening (%s); trying again", exc)
+                time.sleep(0.05)
+
     def _migrate(self, conn: sqlite3.Connection) -> None:
         """Upgrade to the current schema, one step per transaction. The version is read again inside each
         write transaction: several processes opening a new database at once must not all create it."""
@@ -191,7 +207,7 @@ class ConversationStore:
         except sqlite3.Error as exc:
             raise self._error("open the conversation database", exc) from exc
         try:
-            self._prepare(conn)
+            self._prepare_when_free(conn)
         except sqlite3.Error as exc:
             conn.close()
             if is_corruption(exc) and not fresh:

@@ -26,6 +26,11 @@ def is_corruption(exc: sqlite3.Error) -> bool:
     return "not a database" in text or "malformed" in text or "encrypted" in text
 
 
+def is_busy(exc: sqlite3.Error) -> bool:
+    """Another connection holds the lock SQLite needs (busy or locked)."""
+    return error_code(exc) in (SQLITE_BUSY, SQLITE_LOCKED) or "locked" in str(exc).lower()
+
+
 def storage_error(action: str, exc: sqlite3.Error, path: Path) -> StorageError:
     """A failed SQLite call in plain words: what failed, why, and what to do."""
     code = error_code(exc)
