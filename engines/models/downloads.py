@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fnmatch
-import hashlib
 import json
 import logging
 import os
@@ -43,6 +42,7 @@ from engines.models.library import (
     commit_folder,
     format_bytes,
 )
+from engines.models.manifest import sha256_file
 from engines.types import CancelToken
 
 log = logging.getLogger(__name__)
@@ -427,13 +427,11 @@ def _http_get(
 
 
 def _sha256(path: Path, cancel: CancelToken | None, user_dir: Path, entry: CatalogEntry) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            if cancel is not None and cancel.cancelled:
-                raise _cancelled(user_dir, entry)
-            digest.update(chunk)
-    return digest.hexdigest()
+    def check(_size: int) -> None:
+        if cancel is not None and cancel.cancelled:
+            raise _cancelled(user_dir, entry)
+
+    return sha256_file(path, check)
 
 
 def _cancelled(user_dir: Path, entry: CatalogEntry) -> CancelledError:

@@ -14,7 +14,7 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -42,11 +42,14 @@ def has_manifest(folder: str | os.PathLike[str]) -> bool:
     return manifest_path(folder).is_file()
 
 
-def sha256_file(path: str | os.PathLike[str]) -> str:
-    """Hex SHA-256 of a file's bytes, read in 1 MiB chunks."""
+def sha256_file(path: str | os.PathLike[str], on_chunk: Callable[[int], None] | None = None) -> str:
+    """Hex SHA-256 of a file's bytes, read in 1 MiB chunks. `on_chunk(size)` is called with each chunk's size
+    before it is hashed: progress, and a cancel check (it raises to stop)."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         while chunk := handle.read(_CHUNK):
+            if on_chunk is not None:
+                on_chunk(len(chunk))
             digest.update(chunk)
     return digest.hexdigest()
 

@@ -34,7 +34,6 @@ from engines.types import CancelToken
 REFERENCE = "reference"
 ALWAYS_HASHED_BYTES = 8 << 20  # a config, template or tokenizer is KBs to a few MB: hashed in milliseconds
 WEIGHT_SUFFIXES = frozenset({".onnx", ".data", ".onnx_data", ".bin", ".safetensors", ".gguf", ".ort"})
-_CHUNK = 1 << 20
 HashProgress = Callable[[int, int], None]  # (bytes hashed, bytes in all)
 
 
@@ -112,16 +111,13 @@ def check_reference(manifest: Manifest, folder: Path, *, hashes: bool = False,
 
 def hash_file(path: Path, progress: Callable[[int], None], cancel: CancelToken | None) -> str:
     """SHA-256 of `path`, calling `progress(bytes)` per chunk; CancelledError when `cancel` is set."""
-    import hashlib
 
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            if cancel is not None and cancel.cancelled:
-                raise CancelledError("Cancelled: nothing was added to the library.")
-            digest.update(chunk)
-            progress(len(chunk))
-    return digest.hexdigest()
+    def step(size: int) -> None:
+        if cancel is not None and cancel.cancelled:
+            raise CancelledError("Cancelled: nothing was added to the library.")
+        progress(size)
+
+    return sha256_file(path, step)
 
 
 class ReferenceChangedError(ModelError):
