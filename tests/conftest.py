@@ -85,4 +85,15 @@ def samples() -> Path:
     return REPO / "assets" / "samples"
 
 
+from tests.fixtures.machine_home import MachineHome, build_home  # noqa: E402
 from tests.fixtures.tiny_llm import tiny_llm  # noqa: E402, F401  (the tiny genai chat model, built once)
+
+
+@pytest.fixture
+def machine(tiny_llm: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> MachineHome:  # noqa: F811 (a fixture)
+    """A home holding the model folders other local-AI apps keep (tests/fixtures/machine_home.py), in use, with
+    no `foundry` CLI on PATH (the scan looks in Foundry Local's default folders)."""
+    built = build_home(tmp_path / "home", tiny_llm)
+    built.use(monkeypatch)
+    monkeypatch.setenv("PATH", str(tmp_path / "no-foundry"))
+    return built

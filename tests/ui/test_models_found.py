@@ -12,20 +12,12 @@ import pytest
 from PySide6.QtCore import Qt
 
 from app.hosts.models import LibraryPlaces, ModelsHost, wire_models_view
-from tests.fixtures.machine_home import MachineHome, build_home
+from tests.fixtures.machine_home import MachineHome
 from ui.models.found import FOUND_COLUMNS
 from ui.models.view import ModelsView
 
 REPO = Path(__file__).resolve().parents[2]
 TIMEOUT = 120_000
-
-
-@pytest.fixture
-def machine(tiny_llm: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> MachineHome:
-    built = build_home(tmp_path / "home", tiny_llm)
-    built.use(monkeypatch)
-    monkeypatch.setenv("PATH", str(tmp_path / "no-foundry"))
-    return built
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ that vendor's NPU, each with whether this machine runs it; the JSON carries the 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -13,17 +12,9 @@ from app.cli import run
 from engines.models.here import machine_devices
 from engines.runtime.planning import DeviceSet
 from engines.types import DeviceType
-from tests.fixtures.machine_home import MachineHome, build_home
+from tests.fixtures.machine_home import MachineHome
 
 WRONG_CLAIM = "served by Foundry Local"  # the old text: Foundry's NPU variants are genai folders in its cache
-
-
-@pytest.fixture
-def machine(tiny_llm: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> MachineHome:
-    built = build_home(tmp_path / "home", tiny_llm)
-    built.use(monkeypatch)
-    monkeypatch.setenv("PATH", str(tmp_path / "no-foundry-here"))
-    return built
 
 
 def _by_vendor(out: str) -> dict[str, list[str]]:

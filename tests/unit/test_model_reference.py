@@ -22,16 +22,8 @@ from engines.models.native import refuse_library_keys
 from engines.models.reference import add_found_folder, add_reference
 from engines.models.reference_check import ReferenceChangedError
 from engines.types import CancelToken
-from tests.fixtures.machine_home import MachineHome, build_home
+from tests.fixtures.machine_home import MachineHome
 from tests.unit.tiny_models import COLOURS
-
-
-@pytest.fixture
-def machine(tiny_llm: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> MachineHome:
-    built = build_home(tmp_path / "home", tiny_llm)
-    built.use(monkeypatch)
-    monkeypatch.setenv("PATH", str(tmp_path / "no-foundry"))
-    return built
 
 
 def _rewrite(path: Path, text: str) -> None:

@@ -31,18 +31,10 @@ from engines.models.places import (
 from engines.models.scan import ScanLimits, scan
 from engines.runtime.planning import DeviceSet
 from engines.types import CPU_EP, DeviceType
-from tests.fixtures.machine_home import AITK_MOVED, MachineHome, build_home, vscode_user_dir
+from tests.fixtures.machine_home import AITK_MOVED, MachineHome, vscode_user_dir
 
 CPU_ONLY = MachineDevices(DeviceSet.of([]), DeviceSet.of([]))
 WITH_QNN = MachineDevices(DeviceSet.of(["QNNExecutionProvider"]), DeviceSet.of(["QNNExecutionProvider"]))
-
-
-@pytest.fixture
-def machine(tiny_llm: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> MachineHome:
-    built = build_home(tmp_path / "home", tiny_llm)
-    built.use(monkeypatch)
-    monkeypatch.setenv("PATH", str(tmp_path / "no-foundry-here"))
-    return built
 
 
 def _scan(limits: ScanLimits | None = None, devices: MachineDevices = CPU_ONLY, extra: tuple[str, ...] = ()) -> object:
