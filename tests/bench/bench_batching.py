@@ -2,7 +2,8 @@
 thread count: a FIFO of one `og.Generator` at a time (the chat service before it made several answers at
 once), generators stepped in turn a token each (what the chat engine does now, engines/chat/scheduler.py:
 a request reads its prompt and makes its first token at the next step), and onnxruntime-genai's batching
-`og.Engine` (continuous batching: one model call for every request's next token).
+`og.Engine` (continuous batching: one model call for every request's next token), and one `og.Generator`
+with a batch of every prompt (`generator_batch`: the same one call a token, static, no engine).
 
     .venv/bin/python tests/bench/bench_batching.py [--model DIR] [--build DIR] [--tokens N] [--rounds N] [--record]
 
@@ -12,7 +13,9 @@ only) and reads a first prompt in chunks (`search.chunk_size`), neither of which
 `--build DIR` builds the same model without either into DIR (the recipe's own steps, ~2-6 min) and
 measures it; `--model DIR` measures a model built before (default: the demo model, where og.Engine is
 skipped and says why). Printed, medians over the rounds: aggregate tok/s of the four, each request's time
-to first token (median and slowest), and one request alone on each.
+to first token (median and slowest, and the slowest over one request's alone: the bound on the server's
+p95 first token), and one request alone on each; then how many of the batched generator's greedy answers are
+the same as each request's alone, and its rate on the demo model as shipped.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ PROMPTS = (
     "Write a poem about the moon.",
 )
 Result = tuple[float, list[float]]  # aggregate tok/s, each request's first-token time
+_PAD: dict[int, int] = {}  # each loaded model's pad token, by id()
 
 
 def build_unpruned(out: Path) -> Path:
@@ -70,7 +74,10 @@ def load(og: Any, folder: Path) -> Any:
 
     config = og.Config(str(folder))
     config.overlay(threads_overlay(physical_cores()))
-    return og.Model(config)
+    model = og.Model(config)
+    config_json = json.loads((folder / "genai_config.json").read_text(encoding="utf-8"))
+    _PAD[id(model)] = int(config_json["model"]["pad_token_id"])
+    return model
 
 
 def stepped(og: Any, model: Any, prompts: list[Any], tokens: int) -> Result:
@@ -151,6 +158,65 @@ def batched(og: Any, model: Any, prompts: list[Any], tokens: int) -> Result:
     return total / (time.perf_counter() - started), sorted(firsts.values())
 
 
+def generator_batch(og: Any, model: Any, prompts: list[Any], tokens: int) -> Result:
+    """One `og.Generator` with a batch of every prompt (right-padded with the pad token, as the tokenizer's
+    encode_batch pads; a first prompt read whole: `chunk_size` 0 at run time, since a chunked prefill takes one
+    row only): one model call for every request's next token. Every request waits for the batch's prefill,
+    and a request cannot join or leave the batch once it runs (rows that ended are still computed)."""
+    answers = batch_answers(og, model, prompts, tokens)
+    return answers.rate, [answers.first] * len(prompts)
+
+
+class BatchAnswers:
+    def __init__(self, rate: float, first: float, rows: list[list[int]]) -> None:
+        self.rate, self.first, self.rows = rate, first, rows
+
+
+def batch_answers(og: Any, model: Any, prompts: list[Any], tokens: int) -> BatchAnswers:
+    import numpy as np
+
+    tokenizer = og.Tokenizer(model)
+    eos = {int(t) for t in tokenizer.eos_token_ids}
+    pad = _PAD[id(model)]
+    started = time.perf_counter()
+    width = max(len(ids) for ids in prompts)
+    batch = np.full((len(prompts), width), pad, dtype=np.int32)
+    for row, ids in enumerate(prompts):
+        batch[row, : len(ids)] = ids
+    params = og.GeneratorParams(model)
+    params.set_search_options(max_length=width + tokens, do_sample=False, batch_size=len(prompts), chunk_size=0)
+    generator = og.Generator(model, params)
+    generator.append_tokens(batch)
+    rows: list[list[int]] = [[] for _ in prompts]
+    ended = [False] * len(prompts)
+    first = 0.0
+    while not all(ended) and not generator.is_done():
+        generator.generate_next_token()
+        if not first:
+            first = time.perf_counter() - started
+        for row, token in enumerate(int(t) for t in generator.get_next_tokens()):
+            if not ended[row]:
+                rows[row].append(token)
+                ended[row] = token in eos or len(rows[row]) >= tokens
+    return BatchAnswers(sum(len(r) for r in rows) / (time.perf_counter() - started), first, rows)
+
+
+def alone_answer(og: Any, model: Any, ids: Any, tokens: int) -> list[int]:
+    """The greedy answer of one request on its own generator (what the chat engine makes)."""
+    eos = {int(t) for t in og.Tokenizer(model).eos_token_ids}
+    params = og.GeneratorParams(model)
+    params.set_search_options(max_length=len(ids) + tokens, do_sample=False)
+    generator = og.Generator(model, params)
+    generator.append_tokens(ids)
+    out: list[int] = []
+    while not generator.is_done() and len(out) < tokens:
+        generator.generate_next_token()
+        out.append(int(generator.get_next_tokens()[0]))
+        if out[-1] in eos:
+            break
+    return out
+
+
 def late_arrival(og: Any, model: Any, tokens: int) -> int:
     """og.Engine: tokens the running answer makes before a request asked after its 5th token gets its first."""
     engine = og.Engine(model)
@@ -210,7 +276,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"model: {folder} ({model_megabytes(folder):.1f} MB of model.onnx*)")
     four, one = prompts_of(og, model, 4), prompts_of(og, model, 1)
     ways: dict[str, Callable[[Any, Any, list[Any], int], Result]] = {
-        "FIFO of generators": fifo, "generators in turn": stepped, "og.Engine batching": batched}
+        "FIFO of generators": fifo, "generators in turn": stepped, "og.Engine batching": batched,
+        "one batched generator": generator_batch}
     for name, way in list(ways.items()):
         try:
             way(og, model, one, 8)  # warm
@@ -230,8 +297,16 @@ def main(argv: list[str] | None = None) -> int:
         single, single_first, _ = median_of(alone[name])
         print(f"{name:20} 4 requests: {aggregate:6.1f} tok/s together, first token median {first:.2f} s, slowest "
               f"{slowest:.2f} s | 1 request: {single:6.1f} tok/s, first token {single_first:.2f} s")
-        prefix = {"FIFO of generators": "fifo", "generators in turn": "turn", "og.Engine batching": "engine"}[name]
-        figures |= {f"{prefix}_agg_tps": aggregate, f"{prefix}_slowest_s": slowest}
+        prefix = {"FIFO of generators": "fifo", "generators in turn": "turn", "og.Engine batching": "engine",
+                  "one batched generator": "genbatch"}[name]
+        figures |= {f"{prefix}_agg_tps": aggregate, f"{prefix}_slowest_s": slowest,
+                    f"{prefix}_first_ratio": slowest / single_first}
+    if "one batched generator" in ways:
+        answers = batch_answers(og, model, four, args.tokens)
+        figures["genbatch_same"] = sum(row == alone_answer(og, model, ids, args.tokens)
+                                       for row, ids in zip(answers.rows, four, strict=True))  # fmt: skip
+        print(f"one batched generator: {figures['genbatch_same']:.0f} of 4 greedy answers the same as each request's "
+              "alone (a batch's matrix products round differently: near-ties can turn)")
     if "og.Engine batching" in ways:
         figures["engine_late_tokens"] = late_arrival(og, model, args.tokens)
         print(f"og.Engine: a request asked after the running answer's 5th token got its first token after "
@@ -269,8 +344,12 @@ def compare_pruned(
     for name, results in runs.items():
         print(f"   {name:22} {statistics.median(r[0] for r in results):6.1f} tok/s (first token included), first "
               f"token {firsts[name]:.0f} ms")
+    four = prompts_of(og, pruned, 4)
+    shipped = statistics.median(generator_batch(og, pruned, four, tokens)[0] for _ in range(rounds))
+    print(f"   one batched generator on the demo model as shipped: {shipped:6.1f} tok/s for 4 requests together")
     return {"unpruned_ttft_ms": firsts["without prune_lm_head"], "pruned_ttft_ms": firsts["with prune_lm_head"],
-            "unpruned_mb": model_megabytes(folder), "pruned_mb": model_megabytes(pruned_folder)}
+            "unpruned_mb": model_megabytes(folder), "pruned_mb": model_megabytes(pruned_folder),
+            "pruned_genbatch_tps": shipped}
 
 
 if __name__ == "__main__":
