@@ -202,8 +202,9 @@ BENCHMARKS: dict[str, Benchmark] = {
         "setting and one seed for all its rows, holds no conversation's earlier turns (every request reads its "
         "whole prompt again), rounds differently from one request alone (near-ties turn: the answers compared "
         "below) and lets no request join or leave while it runs. What no way of scheduling changes: the four "
-        "prompts' reading is compute-bound on these two cores, so even all four read in one batch get their "
-        "first token at about 3x a lone request's (the first-token ratios below); the server's goal of a p95 "
+        "prompts' reading is compute-bound on these two cores, so every way here gives the last of four its "
+        "first token at 2.5-4x a lone request's (the first-token ratios below, each over its own way's lone "
+        "first token); the server's goal of a p95 "
         "first token within 2x its one-stream first token is beyond this CPU. Record with `--build DIR --record` "
         "(`--model DIR` once built).",
         (
