@@ -2,15 +2,18 @@
 
 A log that cannot be written (full or read-only disk) must not flood the terminal: Python's default
 `Handler.handleError` prints `--- Logging error ---` and a traceback for every record. The file handler
-here turns itself off at its first failure and says so in one line. The console shows one line per
-record; a traceback goes to the log file only (or to the console with --debug).
+here turns itself off at its first failure and says so in one line. It rolls the file over as the standard
+library's RotatingFileHandler does, without `logging.handlers` (which brings socket, pickle and selectors
+into every command's start, ~5 ms), and a rollover another process's open file prevents (Windows: the
+chat engine's child writes the same log) leaves the file growing instead of turning logging off. The
+console shows one line per record; a traceback goes to the log file only (or to the console with --debug).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import logging.handlers
+import os
 import sys
 
 from app import paths
@@ -23,15 +26,48 @@ def log_file() -> str:
     return str(paths.log_dir() / LOG_FILE_NAME)
 
 
-class SelfDisablingFileHandler(logging.handlers.RotatingFileHandler):
-    """A rotating log file that stops writing, and says so once, when the disk refuses a record."""
+class SelfDisablingFileHandler(logging.FileHandler):
+    """A log file rolled over at `maxBytes` into `backupCount` numbered copies (`.1` the newest) that stops
+    writing, and says so once, when the disk refuses a record."""
 
     disabled_reason = ""
+
+    def __init__(self, filename: str, maxBytes: int = 0, backupCount: int = 0, encoding: str | None = None) -> None:
+        super().__init__(filename, mode="a", encoding=encoding)
+        self.maxBytes = maxBytes
+        self.backupCount = backupCount
 
     def emit(self, record: logging.LogRecord) -> None:
         if self.disabled_reason:
             return
+        try:
+            if self.maxBytes > 0 and self.stream is not None:
+                position = self.stream.tell()
+                if position and position + len(self.format(record)) + 1 >= self.maxBytes:
+                    self._roll_over()
+        except Exception:
+            self.handleError(record)  # the file cannot be reopened: turned off, said once
+            return
         super().emit(record)
+
+    def _roll_over(self) -> None:
+        """`name` -> `name.1` -> ... -> `name.{backupCount}` (the oldest goes). When a rename fails (another
+        process holds the file open on Windows) the file keeps growing until a later record rolls it over."""
+        if self.stream is not None:
+            self.stream.close()
+        self.stream = None
+        try:
+            base = self.baseFilename
+            if self.backupCount > 0:
+                for number in range(self.backupCount, 0, -1):
+                    older = base if number == 1 else f"{base}.{number - 1}"
+                    if os.path.exists(older):
+                        os.replace(older, f"{base}.{number}")
+            else:
+                os.truncate(self.baseFilename, 0)
+        except OSError:
+            pass  # not rolled over this time: the record is appended
+        self.stream = self._open()
 
     def handleError(self, record: logging.LogRecord) -> None:
         if self.disabled_reason:

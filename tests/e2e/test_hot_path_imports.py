@@ -22,7 +22,7 @@ HEAVY = frozenset(
     {
         "onnx", "ml_dtypes", "google.protobuf", "onnxscript", "onnx_ir", "onnxruntime.quantization",
         "torch", "transformers", "sympy", "scipy", "tokenizers", "safetensors", "huggingface_hub",
-        "pyqtgraph", "pygments", "psutil", "importlib.metadata",
+        "pyqtgraph", "pygments", "psutil", "importlib.metadata", "logging.handlers",
         "starlette", "uvicorn", "httpx", "openai",  # the local server's stack: only `serve` and its place need it
     }
 )  # fmt: skip
