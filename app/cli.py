@@ -132,6 +132,14 @@ def _sigterm_unwinds(enabled: bool) -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+_command: list[str | None] = [None]  # the subcommand the last `run` parsed (None: the GUI, or none parsed)
+
+
+def ran_a_command() -> bool:
+    """Whether the last `run` in this process ran a subcommand (not the GUI)."""
+    return _command[0] is not None
+
+
 def run(argv: Sequence[str]) -> int:
     from app import terminal
 
@@ -148,6 +156,7 @@ def run(argv: Sequence[str]) -> int:
 def _run(argv: Sequence[str]) -> int:
     parser = build_parser()
     args = parser.parse_args(list(argv))
+    _command[0] = args.command
     from app.logs import setup_logging
 
     setup_logging(debug=args.debug, console=args.command is not None)

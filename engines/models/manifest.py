@@ -9,7 +9,6 @@ is pure Python (no ONNX Runtime, no Qt) so the recipe, the engines and the UI ca
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -45,6 +44,8 @@ def has_manifest(folder: str | os.PathLike[str]) -> bool:
 def sha256_file(path: str | os.PathLike[str], on_chunk: Callable[[int], None] | None = None) -> str:
     """Hex SHA-256 of a file's bytes, read in 1 MiB chunks. `on_chunk(size)` is called with each chunk's size
     before it is hashed: progress, and a cancel check (it raises to stop)."""
+    import hashlib  # here: loading OpenSSL costs ~3 ms of every command's start, and most hash nothing
+
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         while chunk := handle.read(_CHUNK):

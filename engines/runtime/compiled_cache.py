@@ -17,7 +17,6 @@ The CPU EP writes nothing for EPContext: CPU sessions need no cache (see `needs_
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -82,6 +81,8 @@ class CacheKey:
 
     @property
     def digest(self) -> str:
+        import hashlib  # here: loading OpenSSL costs ~3 ms of a start on the CPU, which has no cache
+
         payload = json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:32]
 
@@ -180,6 +181,8 @@ def model_sha256(path: Path) -> str:
     with _hash_lock:
         if memo_key in _hash_memo:
             return _hash_memo[memo_key]
+    import hashlib
+
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         while chunk := handle.read(1 << 20):
