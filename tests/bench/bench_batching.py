@@ -58,13 +58,28 @@ def build_unpruned(out: Path) -> Path:
     return out
 
 
-def prompts_of(og: Any, model: Any, count: int) -> list[Any]:
+# A short request and a long one: their prompts are more than the demo model's logits window (17 rows,
+# assets/recipes/chat_logits_window.py) apart, so a right-padded batch pads the short one past it.
+FAR_APART = (
+    "Hi.",
+    "Write a long and detailed story about a dragon who learns to bake bread in a small village near the "
+    "mountains, with many characters and a surprising ending that nobody expects at all, please.",
+)
+
+
+def prompts_of(og: Any, model: Any, count: int, texts: tuple[str, ...] = PROMPTS) -> list[Any]:
     import numpy as np
 
     tokenizer = og.Tokenizer(model)
     return [np.array(tokenizer.encode(tokenizer.apply_chat_template(json.dumps([{"role": "user", "content": p}]),
                                                                     add_generation_prompt=True)), dtype=np.int32)
-            for p in PROMPTS[:count]]  # fmt: skip
+            for p in texts[:count]]  # fmt: skip
+
+
+def same_as_alone(og: Any, model: Any, prompts: list[Any], tokens: int) -> int:
+    """How many of a batched generator's greedy answers are the same as each request's alone."""
+    answers = batch_answers(og, model, prompts, tokens)
+    return sum(row == alone_answer(og, model, ids, tokens) for row, ids in zip(answers.rows, prompts, strict=True))
 
 
 def load(og: Any, folder: Path) -> Any:
@@ -302,9 +317,7 @@ def main(argv: list[str] | None = None) -> int:
         figures |= {f"{prefix}_agg_tps": aggregate, f"{prefix}_slowest_s": slowest,
                     f"{prefix}_first_ratio": slowest / single_first}
     if "one batched generator" in ways:
-        answers = batch_answers(og, model, four, args.tokens)
-        figures["genbatch_same"] = sum(row == alone_answer(og, model, ids, args.tokens)
-                                       for row, ids in zip(answers.rows, four, strict=True))  # fmt: skip
+        figures["genbatch_same"] = same_as_alone(og, model, four, args.tokens)
         print(f"one batched generator: {figures['genbatch_same']:.0f} of 4 greedy answers the same as each request's "
               "alone (a batch's matrix products round differently: near-ties can turn)")
     if "og.Engine batching" in ways:
@@ -347,9 +360,15 @@ def compare_pruned(
     four = prompts_of(og, pruned, 4)
     shipped = statistics.median(generator_batch(og, pruned, four, tokens)[0] for _ in range(rounds))
     print(f"   one batched generator on the demo model as shipped: {shipped:6.1f} tok/s for 4 requests together")
+    far = prompts_of(og, pruned, 2, FAR_APART)
+    far_same = {"pruned_far_same": same_as_alone(og, pruned, far, tokens),
+                "unpruned_far_same": same_as_alone(og, model, prompts_of(og, model, 2, FAR_APART), tokens)}
+    print(f"   prompts {abs(len(far[1]) - len(far[0]))} tokens apart, batched: {far_same['pruned_far_same']} of 2 "
+          f"answers the same as alone on the demo model as shipped, {far_same['unpruned_far_same']} of 2 without "
+          "prune_lm_head")
     return {"unpruned_ttft_ms": firsts["without prune_lm_head"], "pruned_ttft_ms": firsts["with prune_lm_head"],
             "unpruned_mb": model_megabytes(folder), "pruned_mb": model_megabytes(pruned_folder),
-            "pruned_genbatch_tps": shipped}
+            "pruned_genbatch_tps": shipped, **far_same}
 
 
 if __name__ == "__main__":

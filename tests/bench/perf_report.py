@@ -201,7 +201,12 @@ BENCHMARKS: dict[str, Benchmark] = {
         "stream is measured beside the demo model as shipped. A batch of fresh generators has one sampling "
         "setting and one seed for all its rows, holds no conversation's earlier turns (every request reads its "
         "whole prompt again), rounds differently from one request alone (near-ties turn: the answers compared "
-        "below) and lets no request join or leave while it runs. What no way of scheduling changes: the four "
+        "below) and lets no request join or leave while it runs. On the demo model as shipped a row padded past "
+        "its logits window (16 tokens) reads zeros (a short request batched with one 35 tokens longer answered "
+        "another question), and a batch reads its prompts whole with every position's logits held (196 KB a "
+        "token a row): so only short prompts of near-equal length, with the same sampling and no seed, "
+        "grammar or earlier turns, could share one. The chat engine does not batch. What no way of scheduling "
+        "changes: the four "
         "prompts' reading is compute-bound on these two cores, so every way here gives the last of four its "
         "first token at 2.5-4x a lone request's (the first-token ratios below, each over its own way's lone "
         "first token); the server's goal of a p95 "
@@ -223,6 +228,10 @@ BENCHMARKS: dict[str, Benchmark] = {
                "x"),
             _f("genbatch_same", "one batched og.Generator: greedy answers the same as each request's alone", "of 4"),
             _f("pruned_genbatch_tps", "4 requests together, one batched og.Generator, demo model as shipped", "tok/s"),
+            _f("pruned_far_same", "prompts 35 tokens apart, batched: answers the same as alone, demo model as shipped",
+               "of 2"),
+            _f("unpruned_far_same", "prompts 35 tokens apart, batched: answers the same as alone, without "
+               "prune_lm_head", "of 2"),
             _f("engine_late_tokens", "og.Engine: running answer's tokens before a request asked mid-answer starts",
                "tokens"),
             _f("unpruned_ttft_ms", "one request, first token, built without prune_lm_head", "ms"),
