@@ -27,8 +27,9 @@ def log_file() -> str:
 
 
 class SelfDisablingFileHandler(logging.FileHandler):
-    """A log file rolled over at `maxBytes` into `backupCount` numbered copies (`.1` the newest) that stops
-    writing, and says so once, when the disk refuses a record."""
+    """A log file rolled over at `maxBytes` into `backupCount` numbered copies (`.1` the newest; with no copies
+    it is never rolled over, as the standard library's) that stops writing, and says so once, when the disk
+    refuses a record."""
 
     disabled_reason = ""
 
@@ -41,7 +42,7 @@ class SelfDisablingFileHandler(logging.FileHandler):
         if self.disabled_reason:
             return
         try:
-            if self.maxBytes > 0 and self.stream is not None:
+            if self.maxBytes > 0 and self.backupCount > 0 and self.stream is not None:
                 position = self.stream.tell()
                 if position and position + len(self.format(record)) + 1 >= self.maxBytes:
                     self._roll_over()
@@ -56,15 +57,12 @@ class SelfDisablingFileHandler(logging.FileHandler):
         if self.stream is not None:
             self.stream.close()
         self.stream = None
+        base = self.baseFilename
         try:
-            base = self.baseFilename
-            if self.backupCount > 0:
-                for number in range(self.backupCount, 0, -1):
-                    older = base if number == 1 else f"{base}.{number - 1}"
-                    if os.path.exists(older):
-                        os.replace(older, f"{base}.{number}")
-            else:
-                os.truncate(self.baseFilename, 0)
+            for number in range(self.backupCount, 0, -1):
+                older = base if number == 1 else f"{base}.{number - 1}"
+                if os.path.exists(older):
+                    os.replace(older, f"{base}.{number}")
         except OSError:
             pass  # not rolled over this time: the record is appended
         self.stream = self._open()

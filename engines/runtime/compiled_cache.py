@@ -181,13 +181,9 @@ def model_sha256(path: Path) -> str:
     with _hash_lock:
         if memo_key in _hash_memo:
             return _hash_memo[memo_key]
-    import hashlib
+    from engines.models.manifest import sha256_file
 
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    value = digest.hexdigest()
+    value = sha256_file(path)
     with _hash_lock:
         _hash_memo[memo_key] = value
     return value

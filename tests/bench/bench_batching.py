@@ -76,22 +76,17 @@ def prompts_of(og: Any, model: Any, count: int, texts: tuple[str, ...] = PROMPTS
             for p in texts[:count]]  # fmt: skip
 
 
-def agreeing_tokens(og: Any, model: Any, prompts: list[Any], tokens: int) -> list[int]:
-    """For each request: how many of its first tokens a batched generator makes the same as it makes alone
-    (greedy): `tokens` when the whole answer is the same."""
+def against_alone(og: Any, model: Any, prompts: list[Any], tokens: int) -> list[tuple[int, bool]]:
+    """For each request, a batched generator's greedy answer against the one it makes alone: how many of its
+    first tokens are the same, and whether the whole answer is."""
     answers = batch_answers(og, model, prompts, tokens)
-    agreed = []
+    compared = []
     for row, ids in zip(answers.rows, prompts, strict=True):
         alone = alone_answer(og, model, ids, tokens)
-        agreed.append(next((i for i, (a, b) in enumerate(zip(row, alone, strict=False)) if a != b),
-                           len(row) if row == alone else min(len(row), len(alone))))  # fmt: skip
-    return agreed
-
-
-def same_as_alone(og: Any, model: Any, prompts: list[Any], tokens: int) -> int:
-    """How many of a batched generator's greedy answers are the same as each request's alone."""
-    answers = batch_answers(og, model, prompts, tokens)
-    return sum(row == alone_answer(og, model, ids, tokens) for row, ids in zip(answers.rows, prompts, strict=True))
+        agreed = next((i for i, (a, b) in enumerate(zip(row, alone, strict=False)) if a != b),
+                      min(len(row), len(alone)))  # fmt: skip
+        compared.append((agreed, row == alone))
+    return compared
 
 
 def load(og: Any, folder: Path) -> Any:
@@ -329,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
         figures |= {f"{prefix}_agg_tps": aggregate, f"{prefix}_slowest_s": slowest,
                     f"{prefix}_first_ratio": slowest / single_first}
     if "one batched generator" in ways:
-        figures["genbatch_same"] = same_as_alone(og, model, four, args.tokens)
+        figures["genbatch_same"] = sum(same for _, same in against_alone(og, model, four, args.tokens))
         print(f"one batched generator: {figures['genbatch_same']:.0f} of 4 greedy answers the same as each request's "
               "alone (a batch's matrix products round differently: near-ties can turn)")
     if "og.Engine batching" in ways:
@@ -373,8 +368,8 @@ def compare_pruned(
     shipped = statistics.median(generator_batch(og, pruned, four, tokens)[0] for _ in range(rounds))
     print(f"   one batched generator on the demo model as shipped: {shipped:6.1f} tok/s for 4 requests together")
     far = prompts_of(og, pruned, 2, FAR_APART)
-    far_same = {"pruned_far_agree": agreeing_tokens(og, pruned, far, tokens)[0],
-                "unpruned_far_agree": agreeing_tokens(og, model, prompts_of(og, model, 2, FAR_APART), tokens)[0]}
+    far_same = {"pruned_far_agree": against_alone(og, pruned, far, tokens)[0][0],
+                "unpruned_far_agree": against_alone(og, model, prompts_of(og, model, 2, FAR_APART), tokens)[0][0]}
     print(f"   a short prompt batched with one {abs(len(far[1]) - len(far[0]))} tokens longer: its first "
           f"{far_same['pruned_far_agree']:.0f} of {tokens} tokens the same as alone on the demo model as shipped, "
           f"{far_same['unpruned_far_agree']:.0f} without prune_lm_head")
