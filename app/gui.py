@@ -10,6 +10,10 @@ store is closed.
 
 from __future__ import annotations
 
+# First: every module imported after PySide6 would otherwise keep its source in memory.
+import app.window.module_sources  # noqa: F401  # isort: skip
+# isort: split
+
 import logging
 import sys
 import tempfile
