@@ -11,12 +11,10 @@ the library; :func:`clean_leftovers` removes what a killed import or removal lef
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import re
 import shutil
-import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,6 +110,8 @@ class ModelEntry:
 
 def folder_digest(files: Iterable[ModelFile]) -> str:
     """One SHA-256 for a whole model folder, from its manifest's file list (sorted by path)."""
+    import hashlib  # OpenSSL: loaded when a folder is digested, not with the library
+
     digest = hashlib.sha256()
     for f in sorted(files, key=lambda item: item.path):
         digest.update(f"{f.path}\t{f.size}\t{f.sha256.lower()}\n".encode())
@@ -313,7 +313,7 @@ def remove_model(name: str, bundled_dir: Path | None, user_dir: Path) -> Path:
             )
         raise ModelError(f"There is no model named '{name}' in your library.",
                          "Run `npu-studio models list` to see the names.")
-    doomed = user_dir / f".removing-{name}-{uuid.uuid4().hex[:8]}"
+    doomed = user_dir / f".removing-{name}-{os.urandom(4).hex()}"
     try:
         os.replace(target, doomed)  # one rename: the model is gone from the library at once
     except OSError as exc:

@@ -8,7 +8,6 @@ host reports (`set_running`, `set_stopped`, `set_model`, `add_record`). Every st
 
 from __future__ import annotations
 
-import secrets
 import time
 from collections.abc import Sequence
 
@@ -90,7 +89,7 @@ class ServerView(QWidget):
         self.api_key.setEchoMode(QLineEdit.EchoMode.PasswordEchoOnEdit)
         key_row.addWidget(self.api_key, 1)
         self.generate_key = QPushButton(tr("Generate"))
-        self.generate_key.clicked.connect(lambda: self.api_key.setText(secrets.token_urlsafe(24)))
+        self.generate_key.clicked.connect(self._generate_key)
         key_row.addWidget(self.generate_key)
         self.copy_key = QPushButton(tr("Copy"))
         self.copy_key.clicked.connect(lambda: self._copy(self.api_key.text()))
@@ -127,6 +126,11 @@ class ServerView(QWidget):
         self.start_with_app.blockSignals(True)
         self.start_with_app.setChecked(start_with_app)
         self.start_with_app.blockSignals(False)
+
+    def _generate_key(self) -> None:
+        import secrets  # OpenSSL's hashing comes with it: loaded when a key is made, not with the window
+
+        self.api_key.setText(secrets.token_urlsafe(24))
 
     def _toggle(self) -> None:
         if self.running:
