@@ -52,16 +52,19 @@ def run_gui(self_test: bool = False, screenshots: str | None = None, report: str
 
 
 def _install_startup_probe(studio: Studio, out: Path) -> None:
-    """Benchmarks: write when the window was shown (and, with preloading, when the models were ready)."""
+    """Benchmarks: write when the window was shown (and, with preloading, when each model was ready or
+    failed), then close the window, or keep it open for the caller to measure and end
+    (NPU_STUDIO_STARTUP_STAY=1)."""
     import json
 
     state: dict[str, Any] = {"pid": os.getpid()}
     wait_models = os.environ.get("NPU_STUDIO_STARTUP_WAIT_MODELS") == "1"
+    stay = os.environ.get("NPU_STUDIO_STARTUP_STAY") == "1"
     pending = {"vision", "chat"} if wait_models else set()
 
     def write_and_maybe_quit() -> None:
         out.write_text(json.dumps(state), encoding="utf-8")
-        if not pending:
+        if not pending and not stay:
             QTimer.singleShot(0, studio.window.close)
 
     def shown() -> None:
@@ -69,14 +72,16 @@ def _install_startup_probe(studio: Studio, out: Path) -> None:
         state["runtime_loaded_at_show"] = studio.runtime_loaded_at_show
         write_and_maybe_quit()
 
-    def ready(which: str) -> None:
+    def ready(which: str, failed: bool = False) -> None:
         if which in pending:
             pending.discard(which)
             state[f"{which}_ready_at"] = time.time()
+            if failed:
+                state[f"{which}_failed"] = True
             write_and_maybe_quit()
 
     studio.window.first_shown.connect(shown)
     studio.vision.model_loaded.connect(lambda *_: ready("vision"))
     studio.chat.model_loaded.connect(lambda *_: ready("chat"))
-    studio.vision.failed.connect(lambda *_: ready("vision"))
-    studio.chat.failed.connect(lambda *_: ready("chat"))
+    studio.vision.failed.connect(lambda *_: ready("vision", failed=True))
+    studio.chat.failed.connect(lambda *_: ready("chat", failed=True))

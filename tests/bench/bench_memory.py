@@ -1,10 +1,12 @@
 """The desktop app's memory: every process it runs, both demo models loaded, idle.
 
-The real app (Studio: window, views, hosts) starts in this process with an empty user folder, loads the
-classifier (in the vision thread) and the chat model (in the chat engine's child process), idles for
-a few seconds and then reports the resident memory (RSS), proportional (PSS) and unique memory (USS,
-where the OS says) of each process it owns: the main process and the chat engine's child (and, where
-the chat engine is started by multiprocessing spawn on POSIX, its resource tracker). Target: all together <= 400 MB RSS.
+The app is started as a user starts it (`python -m app`, an empty user folder, the demo models
+preloaded: the classifier in the vision thread, the chat model in the chat engine's child process) and
+measured from this process once both models are ready and it has idled a few seconds: the resident
+memory (RSS), proportional (PSS) and unique memory (USS, where the OS says) of each process it owns
+(the main process and the chat engine's child, and, where the chat engine is started by
+multiprocessing spawn, its resource tracker). Measured from outside, so nothing of the benchmark
+(psutil, the version banner) is counted as the app's. Target: all together <= 400 MB RSS.
 
 Run: `QT_QPA_PLATFORM=offscreen .venv/bin/python tests/bench/bench_memory.py [--idle S] [--strict]`
 """
@@ -12,23 +14,22 @@ Run: `QT_QPA_PLATFORM=offscreen .venv/bin/python tests/bench/bench_memory.py [--
 from __future__ import annotations
 
 import argparse
-import gc
+import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
-os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-os.environ.setdefault("NPU_STUDIO_HOME", tempfile.mkdtemp(prefix="npu-studio-bench-"))
 
 import psutil  # noqa: E402
 
 TARGET_MB = 400.0
+Row = tuple[str, int, float, float, float]  # role, pid, RSS, PSS, USS (MB)
 
 
 def role(process: psutil.Process, main_pid: int) -> str:
@@ -40,35 +41,81 @@ def role(process: psutil.Process, main_pid: int) -> str:
         command = ""
     if "resource_tracker" in command:
         return "multiprocessing resource tracker"
-    if "npu-studio-chat" in command or "spawn_main" in command:
+    if "npu-studio-chat" in command or "spawn_main" in command or "engine_child" in command:
         return "chat engine child"
     return f"other ({process.name()})"
 
 
-def measure() -> list[tuple[str, int, float, float, float]]:
-    """(role, pid, RSS, PSS, USS) in MB per process. RSS counts the shared libraries' pages in every
-    process that maps them; PSS shares them out; USS is what ending the process would free."""
-    main = psutil.Process()
+def measure(main_pid: int) -> list[Row]:
+    """(role, pid, RSS, PSS, USS) in MB per process of the app. RSS counts the shared libraries' pages
+    in every process that maps them; PSS shares them out; USS is what ending the process would free."""
+    main = psutil.Process(main_pid)
     rows = []
     for process in [main, *main.children(recursive=True)]:
         try:
             info = process.memory_full_info()
             uss, pss = getattr(info, "uss", 0.0), getattr(info, "pss", 0.0)
-            rows.append((role(process, main.pid), process.pid, info.rss / 2**20, pss / 2**20, uss / 2**20))
+            rows.append((role(process, main_pid), process.pid, info.rss / 2**20, pss / 2**20, uss / 2**20))
         except psutil.Error:
             continue
     return rows
 
 
-def pump_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
-    from PySide6.QtWidgets import QApplication
+def start_app(home: Path, probe: Path) -> subprocess.Popen[bytes]:
+    """The app as `npu-studio` starts it, preloading both demo models; it writes `probe` when they are
+    ready and stays open (app/launch.py's start-up probe)."""
+    env = dict(
+        os.environ,
+        NPU_STUDIO_HOME=str(home),
+        NPU_STUDIO_STARTUP_PROBE=str(probe),
+        NPU_STUDIO_STARTUP_WAIT_MODELS="1",
+        NPU_STUDIO_STARTUP_STAY="1",
+    )
+    env.setdefault("QT_QPA_PLATFORM", "offscreen")
+    env.pop("NPU_STUDIO_NO_PRELOAD", None)
+    return subprocess.Popen(
+        [sys.executable, "-m", "app"], cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
 
+
+def wait_until_ready(app: subprocess.Popen[bytes], probe: Path, timeout_s: float) -> dict[str, object]:
     deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise SystemExit(f"timed out waiting for {what}")
-        QApplication.processEvents()
-        time.sleep(0.01)
+    while time.monotonic() < deadline:
+        if app.poll() is not None:
+            stderr = app.stderr.read().decode(errors="replace") if app.stderr else ""
+            raise SystemExit(f"the app ended (exit code {app.returncode}) before its models were ready:\n{stderr}")
+        try:
+            state = json.loads(probe.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            state = {}
+        if "vision_ready_at" in state and "chat_ready_at" in state:
+            failed = [which for which in ("vision", "chat") if state.get(f"{which}_failed")]
+            if failed:
+                raise SystemExit(f"the app could not load its demo model(s): {', '.join(failed)}")
+            return state
+        time.sleep(0.05)
+    raise SystemExit(f"the app's models were not ready within {timeout_s:.0f} s")
+
+
+def end_app(app: subprocess.Popen[bytes]) -> None:
+    """End the app and every process it started (none is left behind, whatever the app does)."""
+    try:
+        children = psutil.Process(app.pid).children(recursive=True)
+    except psutil.Error:
+        children = []
+    app.terminate()
+    try:
+        app.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        app.kill()
+        app.wait()
+    for child in children:
+        try:
+            child.wait(timeout=10)
+        except psutil.TimeoutExpired:
+            child.kill()
+        except psutil.Error:
+            pass
 
 
 def main() -> int:
@@ -80,25 +127,15 @@ def main() -> int:
     from tests.bench import environment
 
     environment.banner()  # the versions measured, and a warning when they are not the lock's
-
-    from app import model_trials
-    from app.gui import Studio, create_application
-    from app.logs import setup_logging
-
-    setup_logging(debug=False, console=False)  # what `npu-studio` does before it opens the window
-    model_trials.configure()  # the bundled models are trusted, as in the app
-    app = create_application()
-    studio = Studio(app, preload=False)
-    studio.show()
-    pump_until(lambda: "window_shown_s" in studio.timings, 30, "the window")
-    studio.load_classifier()
-    studio.load_chat_model()
-    pump_until(lambda: studio.vision.worker.session_count > 0, 300, "the classifier")
-    pump_until(lambda: bool(studio.chat_view.status.info), 300, "the chat model")
-    until = time.monotonic() + args.idle
-    pump_until(lambda: time.monotonic() > until, args.idle + 5, "idle")
-    gc.collect()
-    rows = measure()
+    with tempfile.TemporaryDirectory(prefix="npu-studio-bench-") as home:
+        probe = Path(home) / "probe.json"
+        app = start_app(Path(home) / "user", probe)
+        try:
+            wait_until_ready(app, probe, 300)
+            time.sleep(args.idle)
+            rows = measure(app.pid)
+        finally:
+            end_app(app)
     total = sum(r[2] for r in rows)
     print(f"Memory of the desktop app, both demo models loaded, idle {args.idle:.0f} s (MB)")
     print(f"   {'process':36}{'pid':>8}{'RSS':>9}{'PSS':>9}{'USS':>9}")
@@ -107,8 +144,6 @@ def main() -> int:
     ok = total <= TARGET_MB
     print(f"   {'all processes':36}{'':8}{total:9.0f}{sum(r[3] for r in rows):9.0f}{sum(r[4] for r in rows):9.0f}")
     print(f"   total RSS {total:.0f} MB  target <= {TARGET_MB:.0f} MB  {'PASS' if ok else 'FAIL'}")
-    studio.window.close()
-    studio.shutdown()
     if args.record:
         from tests.bench import perf_report
 

@@ -243,7 +243,8 @@ BENCHMARKS: dict[str, Benchmark] = {
     "memory": Benchmark(
         "Desktop app memory, both demo models loaded, idle",
         "tests/bench/bench_memory.py",
-        "Resident memory of every process of the app (Studio in-process, models loaded, idle 3 s). "
+        "Resident memory of every process of the app (started as `python -m app`, both models preloaded, idle 3 s; "
+        "measured from the benchmark's own process). "
         "Target: all together <= 400 MB.",
         (
             _f("main_mb", "main process (window, classifier) RSS", "MB"),

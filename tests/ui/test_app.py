@@ -67,6 +67,33 @@ def test_startup_shows_the_window_before_onnxruntime_loads(tmp_path: Path) -> No
     assert state["runtime_loaded_at_show"] is False
 
 
+def test_the_startup_probe_can_keep_the_window_open(tmp_path: Path) -> None:
+    """NPU_STUDIO_STARTUP_STAY=1 (tests/bench/bench_memory.py): the probe is written, the app stays up."""
+    import contextlib
+    import os
+    import subprocess
+    import time
+
+    probe = tmp_path / "probe.json"
+    env = dict(
+        os.environ, QT_QPA_PLATFORM="offscreen", NPU_STUDIO_HOME=str(tmp_path / "home"),
+        NPU_STUDIO_STARTUP_PROBE=str(probe), NPU_STUDIO_STARTUP_STAY="1", NPU_STUDIO_NO_PRELOAD="1",
+    )
+    app = subprocess.Popen([sys.executable, "-m", "app"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline, state = time.monotonic() + 120, {}
+        while "shown_at" not in state and app.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+            with contextlib.suppress(OSError, ValueError):  # not written yet, or being written
+                state = json.loads(probe.read_text())
+        assert "shown_at" in state
+        time.sleep(1.0)
+        assert app.poll() is None  # without STAY the window closes as soon as the probe is written
+    finally:
+        app.terminate()
+        app.wait(timeout=30)
+
+
 def test_classify_end_to_end_on_a_real_photo(make_studio: Any, qtbot: Any, demo_classifier: Path) -> None:
     studio = make_studio()
     studio.window.show_view("classify")
