@@ -171,6 +171,7 @@ if TYPE_CHECKING:
     from engines.runtime.fallback import DeviceFailedError, FallbackOffer, accept_first
     from engines.runtime.fallback import describe as device_label
     from engines.runtime.fallback import note_failure as note_device_failure
+    from engines.runtime.plugin_probe import probe_plugins_first
     from engines.shared_files import STALE_TMP_SECONDS, set_aside, set_aside_name, write_atomically
     from engines.shared_files import locked as locked_file
     from engines.text import json_text, printable, rich_text
@@ -332,6 +333,7 @@ __all__ = [
     "plan_providers",
     "predict_device",
     "printable",
+    "probe_plugins_first",
     "quantize_classifier",
     "read_ep_catalog",
     "read_json",
@@ -364,6 +366,7 @@ _OFFER: dict[str, str] = {
     "engines.api": "Classifier classify_folder load_chat_model open_chat open_classifier",
     # devices
     "engines.runtime.devices": "DiscoveryReport discover",
+    "engines.runtime.plugin_probe": "probe_plugins_first",
     "engines.runtime.catalog": "CatalogReport PrepareResult download_eps",
     "engines.runtime.fallback": "DeviceFailedError FallbackOffer accept_first",
     "engines.runtime.compiled_cache": "CacheEntry CompiledModelCache",

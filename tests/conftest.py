@@ -41,8 +41,10 @@ def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     monkeypatch.setenv("NPU_STUDIO_HOME", str(home))
     yield home
     from engines.runtime.fallback import HEALTH
+    from engines.runtime.registration import set_plugin_probe
 
     HEALTH.reset()  # a device one test marked failed must not stay failed for the next
+    set_plugin_probe(None)  # nor the plugin probe a test's app or server start turned on
 
 
 def _build_demo(only: str) -> None:

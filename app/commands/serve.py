@@ -50,8 +50,9 @@ def run(args: argparse.Namespace) -> int:
     from app.server.backend import open_backend
     from app.server.library import LibraryCards
     from app.server.runner import RunningServer, ServeOptions, bind, check_exposure
-    from engines import DeviceChoice, StudioError
+    from engines import DeviceChoice, StudioError, probe_plugins_first
 
+    probe_plugins_first()  # a long-lived process: a plugin EP that offers no device here is not loaded
     if not 0 <= args.port <= 65535:
         raise StudioError(f"--port {args.port} is not a port number.", "Use 1-65535, or 0 for a free one.")
     if not 1 <= args.queue <= 1024:

@@ -117,18 +117,19 @@ def missing_reason(
     mine = [p for p in plugins if p.ep == ep]
     if registered is not None:
         where = f"{name} {registered.version} ({registered.source})".replace("  ", " ")
-        hint = {
-            QNN_EP: "Check the Snapdragon NPU driver (Device Manager > Neural processors).",
-            OPENVINO_EP: "Check the Intel NPU driver (Device Manager > Neural processors).",
-            VITISAI_EP: "Check the AMD NPU driver (Device Manager > Neural processors).",
-        }.get(ep, "Check the device driver.")
-        vendor = EP_VENDOR.get(ep, "")
-        if cpu_vendor and vendor and cpu_vendor != vendor and ep in (OPENVINO_EP, VITISAI_EP):
-            hint = f"This machine has no {vendor} NPU or GPU (its CPU is {cpu_vendor})."
+        hint = _driver_hint(ep, cpu_vendor)
         if other_types:
+            vendor = EP_VENDOR.get(ep, "")
             found = " and ".join(f"the {vendor} {kind}".replace("  ", " ") for kind in other_types)
             return f"{where} found {found} but no {hardware}. {hint}"
         return f"{where} is registered but found no {hardware}. {hint}"
+    unloaded = [p for p in mine if p.no_device]
+    if unloaded:
+        where = f"{name} {unloaded[0].version} ({unloaded[0].source})".replace("  ", " ")
+        return (
+            f"{where} offers no device on this machine, so it was not loaded (asked in a separate process). "
+            f"{_driver_hint(ep, cpu_vendor)}"
+        )
     errors = [p for p in mine if p.error]
     if errors:
         return "; ".join(f"{p.package}: {p.error}" for p in errors) + "."
@@ -147,6 +148,18 @@ def missing_reason(
     if not is_windows():
         return _off_windows(ep, mine)
     return _on_windows(ep, catalog, mine)
+
+
+def _driver_hint(ep: str, cpu_vendor: str) -> str:
+    """What to check when `ep` is loaded but finds no device (or offers none)."""
+    vendor = EP_VENDOR.get(ep, "")
+    if cpu_vendor and vendor and cpu_vendor != vendor and ep in (OPENVINO_EP, VITISAI_EP):
+        return f"This machine has no {vendor} NPU or GPU (its CPU is {cpu_vendor})."
+    return {
+        QNN_EP: "Check the Snapdragon NPU driver (Device Manager > Neural processors).",
+        OPENVINO_EP: "Check the Intel NPU driver (Device Manager > Neural processors).",
+        VITISAI_EP: "Check the AMD NPU driver (Device Manager > Neural processors).",
+    }.get(ep, "Check the device driver.")
 
 
 def _off_windows(ep: str, mine: list[PluginStatus]) -> str:

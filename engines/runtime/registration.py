@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from engines import runtime
@@ -51,6 +52,7 @@ class PluginStatus:
     source: str = EpSource.BUNDLED.value
     state: str = ""  # the catalog's ready state; "" for bundled plugins
     note: str = ""  # e.g. "not used: the Windows ML catalog's EP is registered"
+    no_device: bool = False  # a probe found it offering no device here, so it was not loaded
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,12 @@ class Registration:
 
 _registered: dict[str, Registration] = {}
 _errors: dict[tuple[str, str], str] = {}  # (ep, source) -> plain-words error
+_without_devices: set[str] = set()  # bundled plugins a probe found offering no device: never loaded here
+# The long-lived processes' probe (engines/runtime/plugin_probe.py installs it): {ep: devices offered}.
+_probe_with: list[Callable[[list[tuple[str, str]]], dict[str, int]]] = []
 _lock = threading.Lock()
+
+NO_DEVICE_NOTE = "not loaded: it offers no device on this machine (asked in a separate process)"
 
 
 def reset_registrations() -> None:
@@ -71,6 +78,13 @@ def reset_registrations() -> None:
     with _lock:
         _registered.clear()
         _errors.clear()
+        _without_devices.clear()
+
+
+def set_plugin_probe(probe: Callable[[list[tuple[str, str]]], dict[str, int]] | None) -> None:
+    """Ask `probe` ({ep: devices offered} for (ep, library) pairs) before loading a bundled plugin EP, and
+    load none that offers no device (None: register every plugin, as a command's process does)."""
+    _probe_with[:] = [probe] if probe is not None else []
 
 
 def registration(ep: str) -> Registration | None:
@@ -156,6 +170,7 @@ def register_plugins(catalog: CatalogReport | None = None) -> tuple[PluginStatus
                     library=p.library_path, version=p.version, error=error, source=catalog_name, state=p.state.value,
                 )
             )
+        candidates: list[tuple[BundledPlugin, str, str, str]] = []  # (plugin, ep, library, version)
         for bundled in BUNDLED_PLUGINS:
             module = runtime.plugin(bundled.module)
             if module is None:
@@ -179,12 +194,38 @@ def register_plugins(catalog: CatalogReport | None = None) -> tuple[PluginStatus
                     )
                 )
                 continue
+            candidates.append((bundled, ep, library, version))
+        if _probe_with:
+            _probe(_probe_with[0], [(ep, library) for _, ep, library, _ in candidates])
+        for bundled, ep, library, version in candidates:
+            if ep in _without_devices:
+                statuses.append(
+                    PluginStatus(
+                        ep, bundled.package, True, registered=False, version=version, note=NO_DEVICE_NOTE,
+                        no_device=True,
+                    )
+                )
+                continue
             error = _register(ep, library, EpSource.BUNDLED.value, version)
             statuses.append(
                 PluginStatus(ep, bundled.package, True, registered=not error, library=library if not error else "",
                              version=version, error=error)
             )
     return tuple(statuses)
+
+
+def _probe(probe: Callable[[list[tuple[str, str]]], dict[str, int]], candidates: list[tuple[str, str]]) -> None:
+    """Ask which candidates offer no device (caller holds the lock); each is asked once a process."""
+    unasked = [
+        (ep, library) for ep, library in candidates
+        if ep not in _registered and ep not in _without_devices and (ep, EpSource.BUNDLED.value) not in _errors
+    ]
+    if not unasked:
+        return
+    for ep, count in probe(unasked).items():
+        if count == 0:
+            _without_devices.add(ep)
+            log.info("%s offers no device on this machine: not loaded", ep)
 
 
 def _sibling(library: str, name: str) -> str:

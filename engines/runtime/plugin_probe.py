@@ -1,0 +1,90 @@
+"""Does a bundled plugin EP offer any device on this machine? Asked in a short-lived child process.
+
+Registering a plugin EP library loads it into the process for good: ONNX Runtime cannot unload it, and
+the OpenVINO plugin brings OpenVINO's runtime and two threads (~12 MB resident) into a process where, on
+a machine without Intel hardware, it offers no device at all. A long-lived process (the desktop app, the
+local server) therefore asks first: a child registers the candidates, counts each one's devices with
+`get_ep_devices()` and ends; the parent then registers only the plugins that offer a device (and any the
+child could not answer for, which then fail or succeed in the parent exactly as before). The answer is as
+fresh as an in-process registration: ONNX Runtime lists a plugin's devices when it is registered.
+A one-shot command registers in its own process as before (the child would cost more than it saves).
+`probe_plugins_first()` turns this on for the process (engines/runtime/registration.py asks the probe).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+PROBE_TIMEOUT_S = 60.0  # a cold start on a slow disk imports ONNX Runtime in a few seconds; a hang ends here
+
+
+def probe_plugins_first(enabled: bool = True) -> None:
+    """For a long-lived process (the app, the server): load a bundled plugin EP only when a child process
+    finds it offering a device here. Off by default."""
+    from engines.runtime.registration import set_plugin_probe
+
+    set_plugin_probe(offered_devices if enabled else None)
+
+
+def serve(conn: Any, candidates: Sequence[tuple[str, str]]) -> None:
+    """The child: register each (ep, library) and send {ep: number of devices it offers} (an EP whose
+    registration failed is left out: the parent tries it itself and explains the failure)."""
+    from engines import runtime
+
+    ort = runtime.ort()
+    offered: dict[str, int] = {}
+    for ep, library in candidates:
+        try:
+            ort.register_execution_provider_library(ep, library)
+        except Exception as exc:  # the parent registers it again and reports the error in its own words
+            log.debug("probe: %s did not register: %s", ep, exc)
+            continue
+        offered[ep] = 0
+    try:
+        for device in ort.get_ep_devices():
+            name = str(getattr(device, "ep_name", ""))
+            if name in offered:
+                offered[name] += 1
+    except Exception:
+        offered.clear()  # no answer is better than a wrong one
+    conn.send(offered)
+    conn.close()
+
+
+def offered_devices(candidates: Sequence[tuple[str, str]], timeout_s: float = PROBE_TIMEOUT_S) -> dict[str, int]:
+    """{ep: devices offered} for the (ep, library) candidates that a child process could register; {} when
+    the child could not be started or did not answer in time (the caller then registers as before)."""
+    if not candidates:
+        return {}
+    from engines import child
+
+    started = time.monotonic()
+    try:
+        process, conn = child.start(
+            "engines.runtime.plugin_probe:serve", (list(candidates),), name="npu-studio-plugin-probe", duplex=False
+        )
+    except Exception as exc:
+        log.warning("could not start the plugin probe: %s", exc)
+        return {}
+    answer: Any = None
+    try:
+        if conn.poll(timeout_s):
+            answer = conn.recv()
+    except (EOFError, OSError):
+        answer = None
+    finally:
+        if process.is_alive():
+            process.join(5.0)
+        process.kill()
+        conn.close()
+    if not isinstance(answer, dict):
+        log.warning("the plugin probe gave no answer (exit code %s); registering the plugins here", process.exitcode)
+        return {}
+    offered = {str(ep): int(count) for ep, count in answer.items()}
+    log.info("plugin probe (%.2f s): %s", time.monotonic() - started, offered)
+    return offered
