@@ -9,6 +9,11 @@ child could not answer for, which then fail or succeed in the parent exactly as 
 fresh as an in-process registration: ONNX Runtime lists a plugin's devices when it is registered.
 A one-shot command registers in its own process as before (the child would cost more than it saves).
 `probe_plugins_first()` turns this on for the process (engines/runtime/registration.py asks the probe).
+
+The child costs 0.2-0.3 s of start-up on two cores, so it is only asked about a plugin made for another
+vendor's hardware than this machine's CPU (OpenVINO on an AMD or Qualcomm machine): the vendor decides
+whether to ask, never the answer (an Intel GPU in an AMD machine is found). A plugin for the CPU's own
+vendor (OpenVINO on an Intel machine, where it offers at least that CPU) is registered at once.
 """
 
 from __future__ import annotations
@@ -28,7 +33,32 @@ def probe_plugins_first(enabled: bool = True) -> None:
     finds it offering a device here. Off by default."""
     from engines.runtime.registration import set_plugin_probe
 
-    set_plugin_probe(offered_devices if enabled else None)
+    set_plugin_probe(ask_when_foreign if enabled else None)
+
+
+def ask_when_foreign(candidates: Sequence[tuple[str, str]]) -> dict[str, int]:
+    """`offered_devices` for the candidates made for another vendor's hardware than this machine's CPU;
+    the others get no answer (so they are registered in this process at once)."""
+    from engines.runtime.reasons import EP_VENDOR
+
+    cpu = cpu_vendor()
+    foreign = [(ep, library) for ep, library in candidates if not cpu or EP_VENDOR.get(ep, "") != cpu]
+    return offered_devices(foreign)
+
+
+def cpu_vendor() -> str:
+    """This machine's CPU vendor as ONNX Runtime names it ("Intel", "AMD", "Qualcomm"; "" if unknown)."""
+    from engines import runtime
+    from engines.runtime.reasons import vendor_of
+
+    try:
+        for device in runtime.ort().get_ep_devices():
+            hardware = getattr(device, "device", None)
+            if str(getattr(device, "ep_name", "")) == "CPUExecutionProvider" and hardware is not None:
+                return vendor_of(str(getattr(hardware, "vendor", "")), int(getattr(hardware, "vendor_id", 0)), "")
+    except Exception:  # an old ONNX Runtime without get_ep_devices: ask about every plugin
+        log.debug("no CPU vendor from ONNX Runtime", exc_info=True)
+    return ""
 
 
 def serve(conn: Any, candidates: Sequence[tuple[str, str]]) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from engines.runtime import devices, plugin_probe, registration
-from tests.unit.fake_ort import directml_laptop
+from tests.unit.fake_ort import CPU, FakeEpDevice, FakeHw, HwType, directml_laptop
 from tests.unit.fake_windowsml import npu_device
 
 REPO = Path(__file__).resolve().parents[2]
@@ -85,6 +85,20 @@ def test_without_the_probe_every_plugin_is_registered(fake_runtime: Install) -> 
     report = devices.discover()
     assert (OPENVINO, "/opt/openvino/plugin.so") in fake.registered
     assert "is registered but found no Intel NPU" in report.find_ep(OPENVINO)[0].reason
+
+
+@pytest.mark.parametrize(("cpu", "asked_about"), [("Intel", []), ("AMD", [OPENVINO]), ("", [OPENVINO])])
+def test_the_child_is_asked_only_about_plugins_for_another_vendor_than_the_cpus(
+    fake_runtime: Install, monkeypatch: pytest.MonkeyPatch, cpu: str, asked_about: list[str]
+) -> None:
+    """OpenVINO on an Intel machine offers at least its CPU: registered at once, no child (0.2-0.3 s) asked."""
+    ids = {"Intel": 0x8086, "AMD": 0x1022, "": 0}
+    cpu_device = FakeEpDevice(CPU, "Microsoft", FakeHw(HwType.CPU, cpu, ids[cpu]), {"version": "1.24.4"})
+    fake_runtime(directml_laptop(ep_devices=(cpu_device,)))
+    calls: list[list[tuple[str, str]]] = []
+    monkeypatch.setattr(plugin_probe, "offered_devices", lambda c: calls.append(list(c)) or {})
+    plugin_probe.ask_when_foreign([(OPENVINO, "/opt/openvino/plugin.so")])
+    assert [ep for ep, _ in (calls[0] if calls else [])] == asked_about
 
 
 # ---- the real probe and the real app on this machine -----------------------------------------------------------
