@@ -126,10 +126,7 @@ def missing_reason(
     unloaded = [p for p in mine if p.no_device]
     if unloaded:
         where = f"{name} {unloaded[0].version} ({unloaded[0].source})".replace("  ", " ")
-        return (
-            f"{where} offers no device on this machine, so it was not loaded (asked in a separate process). "
-            f"{_driver_hint(ep, cpu_vendor)}"
-        )
+        return f"{where} found no device on this machine, so it is not kept loaded. {_driver_hint(ep, cpu_vendor)}"
     errors = [p for p in mine if p.error]
     if errors:
         return "; ".join(f"{p.package}: {p.error}" for p in errors) + "."

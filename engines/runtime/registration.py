@@ -70,7 +70,7 @@ _without_devices: set[str] = set()  # bundled plugins a probe found offering no 
 _probe_with: list[Callable[[list[tuple[str, str]]], dict[str, int]]] = []
 _lock = threading.Lock()
 
-NO_DEVICE_NOTE = "not loaded: it offers no device on this machine (asked in a separate process)"
+NO_DEVICE_NOTE = "not kept loaded: it found no device on this machine (checked in a separate process)"
 
 
 def reset_registrations() -> None:
