@@ -5,8 +5,10 @@ the OpenVINO plugin brings OpenVINO's runtime and two threads (~12 MB resident) 
 a machine without Intel hardware, it offers no device at all. A long-lived process (the desktop app, the
 local server) therefore asks first: a child registers the candidates, counts each one's devices with
 `get_ep_devices()` and ends; the parent then registers only the plugins that offer a device (and any the
-child could not answer for, which then fail or succeed in the parent exactly as before). The answer is as
-fresh as an in-process registration: ONNX Runtime lists a plugin's devices when it is registered.
+child could not register, which then fail in the parent with their own error, as before). A library that
+crashes the child, or hangs it past the timeout, is not loaded into the parent either: its card says so.
+The answer is as fresh as an in-process registration: ONNX Runtime lists a plugin's devices when it is
+registered.
 A one-shot command registers in its own process as before (the child would cost more than it saves).
 `probe_plugins_first()` turns this on for the process (engines/runtime/registration.py asks the probe).
 
@@ -36,7 +38,7 @@ def probe_plugins_first(enabled: bool = True) -> None:
     set_plugin_probe(ask_when_foreign if enabled else None)
 
 
-def ask_when_foreign(candidates: Sequence[tuple[str, str]]) -> dict[str, int]:
+def ask_when_foreign(candidates: Sequence[tuple[str, str]]) -> dict[str, int | str]:
     """`offered_devices` for the candidates made for another vendor's hardware than this machine's CPU;
     the others get no answer (so they are registered in this process at once)."""
     from engines.runtime.reasons import EP_VENDOR
@@ -86,18 +88,22 @@ def serve(conn: Any, candidates: Sequence[tuple[str, str]]) -> None:
     conn.close()
 
 
-def offered_devices(candidates: Sequence[tuple[str, str]], timeout_s: float = PROBE_TIMEOUT_S) -> dict[str, int]:
-    """{ep: devices offered} for the (ep, library) candidates that a child process could register; {} when
-    the child could not be started or did not answer in time (the caller then registers as before)."""
+def offered_devices(
+    candidates: Sequence[tuple[str, str]],
+    timeout_s: float = PROBE_TIMEOUT_S,
+    target: str = "engines.runtime.plugin_probe:serve",
+) -> dict[str, int | str]:
+    """{ep: devices offered} for the (ep, library) candidates that a child process could register. When the
+    child ended without answering (a library that crashes its process) or did not answer within `timeout_s`
+    (one that hangs), each candidate maps to why, in plain words: such a library is not loaded here either.
+    {} when no child could be started (the caller then registers as before)."""
     if not candidates:
         return {}
     from engines import child
 
     started = time.monotonic()
     try:
-        process, conn = child.start(
-            "engines.runtime.plugin_probe:serve", (list(candidates),), name="npu-studio-plugin-probe", duplex=False
-        )
+        process, conn = child.start(target, (list(candidates),), name="npu-studio-plugin-probe", duplex=False)
     except Exception as exc:
         log.warning("could not start the plugin probe: %s", exc)
         return {}
@@ -108,13 +114,18 @@ def offered_devices(candidates: Sequence[tuple[str, str]], timeout_s: float = PR
     except (EOFError, OSError):
         answer = None
     finally:
-        if process.is_alive():
-            process.join(5.0)
+        process.join(5.0 if answer is not None else 0.5)
+        hung = process.is_alive()
         process.kill()
+        process.join(5.0)
         conn.close()
-    if not isinstance(answer, dict):
-        log.warning("the plugin probe gave no answer (exit code %s); registering the plugins here", process.exitcode)
-        return {}
-    offered = {str(ep): int(count) for ep, count in answer.items()}
-    log.info("plugin probe (%.2f s): %s", time.monotonic() - started, offered)
-    return offered
+    if isinstance(answer, dict):
+        offered: dict[str, int | str] = {str(ep): int(count) for ep, count in answer.items()}
+        log.info("plugin probe (%.2f s): %s", time.monotonic() - started, offered)
+        return offered
+    if hung:
+        why = f"did not finish registering within {timeout_s:.0f} s in a separate process, so it is not loaded"
+    else:
+        why = f"ended the separate process that tried it (exit code {process.exitcode}), so it is not loaded"
+    log.warning("the plugin probe gave no answer: the library %s", why)
+    return {ep: why for ep, _ in candidates}

@@ -67,7 +67,8 @@ _registered: dict[str, Registration] = {}
 _errors: dict[tuple[str, str], str] = {}  # (ep, source) -> plain-words error
 _without_devices: set[str] = set()  # bundled plugins a probe found offering no device: never loaded here
 # The long-lived processes' probe (engines/runtime/plugin_probe.py installs it): {ep: devices offered}.
-_probe_with: list[Callable[[list[tuple[str, str]]], dict[str, int]]] = []
+Probe = Callable[[list[tuple[str, str]]], dict[str, int | str]]  # {ep: devices offered, or why no answer}
+_probe_with: list[Probe] = []
 _lock = threading.Lock()
 
 NO_DEVICE_NOTE = "not kept loaded: it found no device on this machine (checked in a separate process)"
@@ -81,9 +82,10 @@ def reset_registrations() -> None:
         _without_devices.clear()
 
 
-def set_plugin_probe(probe: Callable[[list[tuple[str, str]]], dict[str, int]] | None) -> None:
-    """Ask `probe` ({ep: devices offered} for (ep, library) pairs) before loading a bundled plugin EP, and
-    load none that offers no device (None: register every plugin, as a command's process does)."""
+def set_plugin_probe(probe: Probe | None) -> None:
+    """Ask `probe` ({ep: devices offered, or why it could not tell} for (ep, library) pairs) before loading a
+    bundled plugin EP; load none that offers no device or that the probe could not try (a library that
+    crashed or hung its process), and say why (None: register every plugin, as a command's process does)."""
     _probe_with[:] = [probe] if probe is not None else []
 
 
@@ -214,7 +216,7 @@ def register_plugins(catalog: CatalogReport | None = None) -> tuple[PluginStatus
     return tuple(statuses)
 
 
-def _probe(probe: Callable[[list[tuple[str, str]]], dict[str, int]], candidates: list[tuple[str, str]]) -> None:
+def _probe(probe: Probe, candidates: list[tuple[str, str]]) -> None:
     """Ask which candidates offer no device (caller holds the lock); each is asked once a process."""
     unasked = [
         (ep, library) for ep, library in candidates
@@ -222,8 +224,10 @@ def _probe(probe: Callable[[list[tuple[str, str]]], dict[str, int]], candidates:
     ]
     if not unasked:
         return
-    for ep, count in probe(unasked).items():
-        if count == 0:
+    for ep, answer in probe(unasked).items():
+        if isinstance(answer, str):  # its library crashed or hung the process that tried it
+            _errors[(ep, EpSource.BUNDLED.value)] = f"the {short_ep_name(ep)} library {answer}"
+        elif answer == 0:
             _without_devices.add(ep)
             log.info("%s offers no device on this machine: not loaded", ep)
 

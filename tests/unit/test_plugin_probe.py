@@ -80,6 +80,21 @@ def test_a_plugin_with_a_device_or_without_an_answer_is_registered_as_before(
     assert report.find_ep(OPENVINO)[0].usable
 
 
+def test_a_plugin_that_crashed_the_probe_is_not_loaded_and_the_card_says_why(
+    fake_runtime: Install, asked: list[list[tuple[str, str]]]
+) -> None:
+    fake = fake_runtime(_intel_plugin_laptop(with_npu=True))
+    why = "ended the separate process that tried it (exit code -6), so it is not loaded"
+    registration.set_plugin_probe(_probe(asked, {OPENVINO: why}))
+    report = devices.discover()
+    assert not [name for name, _ in fake.registered if name == OPENVINO]
+    status = next(p for p in report.plugins if p.ep == OPENVINO)
+    assert not status.registered and status.error == f"the OpenVINO library {why}"
+    assert report.find_ep(OPENVINO)[0].reason == f"onnxruntime-ep-openvino: the OpenVINO library {why}."
+    devices.discover()
+    assert len(asked) == 1  # not tried again in this process
+
+
 def test_without_the_probe_every_plugin_is_registered(fake_runtime: Install) -> None:
     fake = fake_runtime(_intel_plugin_laptop(with_npu=False))
     report = devices.discover()
@@ -132,6 +147,22 @@ def test_the_child_probe_counts_what_registering_in_a_process_finds(tmp_path: Pa
     missing = str(tmp_path / "no_such_plugin.so")
     answer = plugin_probe.offered_devices([(OPENVINO, library), ("NoSuchExecutionProvider", missing)])
     assert answer == {OPENVINO: count}  # a library that does not load is left for this process to explain
+
+
+@pytest.mark.parametrize(("target", "words"), [
+    ("tests.unit.probe_children:crash", "ended the separate process that tried it (exit code -6)"),
+    ("tests.unit.probe_children:hang", "did not finish registering within 2 s in a separate process"),
+])  # fmt: skip
+def test_a_child_that_crashes_or_hangs_answers_why_for_every_candidate(target: str, words: str) -> None:
+    """Real child processes: one that dies of SIGABRT (as a faulting plugin library would), one that hangs."""
+    if os.name != "posix":
+        words = words.replace(" (exit code -6)", "")
+    candidates = [(OPENVINO, "/opt/openvino/plugin.so"), ("QNNExecutionProvider", "/opt/qnn/plugin.so")]
+    started = time.monotonic()
+    answer = plugin_probe.offered_devices(candidates, timeout_s=2.0, target=target)
+    assert set(answer) == {OPENVINO, "QNNExecutionProvider"}
+    assert all(isinstance(why, str) and words in why and why.endswith("so it is not loaded") for why in answer.values())
+    assert time.monotonic() - started < 20  # the hung child is killed, not waited for
 
 
 @on_linux_x86
