@@ -52,11 +52,12 @@ def cpu_vendor() -> str:
     """This machine's CPU vendor as ONNX Runtime names it ("Intel", "AMD", "Qualcomm"; "" if unknown)."""
     from engines import runtime
     from engines.runtime.reasons import vendor_of
+    from engines.types import CPU_EP
 
     try:
         for device in runtime.ort().get_ep_devices():
             hardware = getattr(device, "device", None)
-            if str(getattr(device, "ep_name", "")) == "CPUExecutionProvider" and hardware is not None:
+            if str(getattr(device, "ep_name", "")) == CPU_EP and hardware is not None:
                 return vendor_of(str(getattr(hardware, "vendor", "")), int(getattr(hardware, "vendor_id", 0)), "")
     except Exception:  # an old ONNX Runtime without get_ep_devices: ask about every plugin
         log.debug("no CPU vendor from ONNX Runtime", exc_info=True)

@@ -116,7 +116,7 @@ def missing_reason(
     hardware = EP_HARDWARE.get(ep, f"{name} device")
     mine = [p for p in plugins if p.ep == ep]
     if registered is not None:
-        where = f"{name} {registered.version} ({registered.source})".replace("  ", " ")
+        where = _where(name, registered.version, registered.source)
         hint = _driver_hint(ep, cpu_vendor)
         if other_types:
             vendor = EP_VENDOR.get(ep, "")
@@ -125,7 +125,7 @@ def missing_reason(
         return f"{where} is registered but found no {hardware}. {hint}"
     unloaded = [p for p in mine if p.no_device]
     if unloaded:
-        where = f"{name} {unloaded[0].version} ({unloaded[0].source})".replace("  ", " ")
+        where = _where(name, unloaded[0].version, unloaded[0].source)
         return f"{where} found no device on this machine, so it is not kept loaded. {_driver_hint(ep, cpu_vendor)}"
     errors = [p for p in mine if p.error]
     if errors:
@@ -145,6 +145,11 @@ def missing_reason(
     if not is_windows():
         return _off_windows(ep, mine)
     return _on_windows(ep, catalog, mine)
+
+
+def _where(name: str, version: str, source: str) -> str:
+    """"OpenVINO 1.8.1 (bundled plugin)": an EP, its version and where it came from."""
+    return f"{name} {version} ({source})".replace("  ", " ")
 
 
 def _driver_hint(ep: str, cpu_vendor: str) -> str:

@@ -66,9 +66,10 @@ class Registration:
 _registered: dict[str, Registration] = {}
 _errors: dict[tuple[str, str], str] = {}  # (ep, source) -> plain-words error
 _without_devices: set[str] = set()  # bundled plugins a probe found offering no device: never loaded here
-# The long-lived processes' probe (engines/runtime/plugin_probe.py installs it): {ep: devices offered}.
-Probe = Callable[[list[tuple[str, str]]], dict[str, int | str]]  # {ep: devices offered, or why no answer}
-_probe_with: list[Probe] = []
+# {ep: devices offered, or why the probe could not tell} for (ep, library) pairs; the long-lived processes
+# install one (engines/runtime/plugin_probe.py), commands none.
+Probe = Callable[[list[tuple[str, str]]], dict[str, int | str]]
+_probe_with: Probe | None = None
 _lock = threading.Lock()
 
 NO_DEVICE_NOTE = "not kept loaded: it found no device on this machine (checked in a separate process)"
@@ -86,7 +87,8 @@ def set_plugin_probe(probe: Probe | None) -> None:
     """Ask `probe` ({ep: devices offered, or why it could not tell} for (ep, library) pairs) before loading a
     bundled plugin EP; load none that offers no device or that the probe could not try (a library that
     crashed or hung its process), and say why (None: register every plugin, as a command's process does)."""
-    _probe_with[:] = [probe] if probe is not None else []
+    global _probe_with
+    _probe_with = probe
 
 
 def registration(ep: str) -> Registration | None:
@@ -197,8 +199,8 @@ def register_plugins(catalog: CatalogReport | None = None) -> tuple[PluginStatus
                 )
                 continue
             candidates.append((bundled, ep, library, version))
-        if _probe_with:
-            _probe(_probe_with[0], [(ep, library) for _, ep, library, _ in candidates])
+        if _probe_with is not None:
+            _probe(_probe_with, [(ep, library) for _, ep, library, _ in candidates])
         for bundled, ep, library, version in candidates:
             if ep in _without_devices:
                 statuses.append(

@@ -41,7 +41,7 @@ def role(process: psutil.Process, main_pid: int) -> str:
         command = ""
     if "resource_tracker" in command:
         return "multiprocessing resource tracker"
-    if "npu-studio-chat" in command or "spawn_main" in command or "engine_child" in command:
+    if "npu-studio-chat" in command or "spawn_main" in command:
         return "chat engine child"
     return f"other ({process.name()})"
 

@@ -10,7 +10,7 @@ import platform
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -37,10 +37,9 @@ def _intel_plugin_laptop(*, with_npu: bool) -> Any:
 
 
 @pytest.fixture
-def asked() -> Iterator[list[list[tuple[str, str]]]]:
-    calls: list[list[tuple[str, str]]] = []
-    yield calls
-    registration.set_plugin_probe(None)
+def asked() -> list[list[tuple[str, str]]]:
+    """What the fake probe was asked (tests/conftest.py takes the probe away after each test)."""
+    return []
 
 
 def _probe(calls: list[list[tuple[str, str]]], answer: dict[str, int]) -> Probe:
