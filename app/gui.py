@@ -46,7 +46,7 @@ from app.window.device_offers import DeviceOffers
 from app.window.links import ModelChoice, wire_classify, wire_status
 from app.window.placement import capture_window, restore_window
 from app.window.settings_keeper import SettingsKeeper
-from engines import DeviceChoice, StudioError, short_ep_name
+from engines import DeviceChoice, StudioError, probe_plugins_first, short_ep_name
 from ui.bench.view import BenchView
 from ui.chat.view import ChatView
 from ui.classify.samples import sample_photos
@@ -99,6 +99,9 @@ class Studio(QObject):
         self.store, store_notice = self._open_store()
         self.choice_model = DeviceChoiceModel(self.settings.device, self.settings.strict)
 
+        # A window process lives long: a plugin EP that offers no device here is not loaded into it (the
+        # app, its self-test's screenshot processes and the benchmarks alike).
+        probe_plugins_first()
         self.devices = DevicesHost()
         self.vision = VisionHost(open_classifier)
         self.chat = ChatHost(chat_loader)

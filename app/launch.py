@@ -16,7 +16,6 @@ from PySide6.QtCore import QTimer
 from app.gui import Studio, create_application
 from app.window.crash import CrashReporter
 from app.window.placement import headless
-from engines import probe_plugins_first
 
 
 def run_gui(self_test: bool = False, screenshots: str | None = None, report: str | None = None) -> int:
@@ -24,7 +23,6 @@ def run_gui(self_test: bool = False, screenshots: str | None = None, report: str
     if self_test and not os.environ.get("NPU_STUDIO_HOME"):
         # The self-test must not touch the user's settings or conversations.
         os.environ["NPU_STUDIO_HOME"] = tempfile.mkdtemp(prefix="npu-studio-selftest-")
-    probe_plugins_first()  # the app lives long: a plugin EP that offers no device here is not loaded into it
     app = create_application()
     crashes = CrashReporter(show_dialog=not (self_test or headless()))
     crashes.install()
